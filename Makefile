@@ -1,0 +1,51 @@
+# Two commands do all the set-up on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+# Scaled-out tests use these servers when they answer (see scripts/services_up.py).
+PG_URL ?= postgres://postgres@127.0.0.1:5432/test
+REDIS_URL ?= redis://127.0.0.1:6379/0
+
+.PHONY: install dev run test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.dev-installed: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+dev: $(VENV)/.dev-installed
+
+run: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py loom_demo
+	$(PY) manage.py serve --host $(HOST) --port $(PORT)
+
+lint: dev
+	$(PY) -m ruff check .
+	$(PY) manage.py makemigrations --check --dry-run
+	$(PY) manage.py check
+
+test: lint
+	$(PY) -m pytest
+	@if $(PY) scripts/services_up.py postgres "$(PG_URL)"; then \
+		echo "== PostgreSQL answers: running the suite against it (with Redis when it answers)"; \
+		if $(PY) scripts/services_up.py redis "$(REDIS_URL)"; then \
+			LOOM_DATABASE_URL="$(PG_URL)" LOOM_TEST_REDIS_URL="$(REDIS_URL)" $(PY) -m pytest; \
+		else \
+			LOOM_DATABASE_URL="$(PG_URL)" $(PY) -m pytest; \
+		fi; \
+	else \
+		echo "== NOTICE: no PostgreSQL at $(PG_URL): the PostgreSQL run was skipped"; \
+	fi
+
+clean:
+	rm -rf $(VENV) data test-output

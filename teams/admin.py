@@ -1,0 +1,244 @@
+from django.contrib import admin, messages
+
+from teams import selectors, services
+from teams.models import (
+    Agent,
+    Anchor,
+    AnchorRevision,
+    ApiToken,
+    ConsultantProfile,
+    Consultation,
+    Keeper,
+    KeeperEntry,
+    Message,
+    PMRequest,
+    Query,
+    Team,
+    Turn,
+    TurnStep,
+)
+
+
+class HistoryAdminMixin:
+    """Rows that record what happened: visible, never edited by hand."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class AgentInline(admin.TabularInline):
+    model = Agent
+    extra = 0
+    fields = ("name", "role", "model", "position", "turns", "drift_score")
+    readonly_fields = ("turns", "drift_score")
+    show_change_link = True
+
+
+class AnchorInline(admin.TabularInline):
+    model = Anchor
+    extra = 0
+    fields = ("key", "value", "updated_by", "updated_at")
+    readonly_fields = ("updated_by", "updated_at")
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "status", "phase_name", "turn_count", "max_turns", "updated_at")
+    list_filter = ("status",)
+    search_fields = ("slug", "name", "goal")
+    prepopulated_fields = {"slug": ("name",)}
+    readonly_fields = ("turn_count", "usage_totals", "created_at", "updated_at")
+    filter_horizontal = ("managers",)
+    inlines = (AgentInline, AnchorInline)
+
+    @admin.display(description="phase")
+    def phase_name(self, obj):
+        return obj.phase
+
+    @admin.display(description="tokens and cost")
+    def usage_totals(self, obj):
+        if obj.pk is None:
+            return "—"
+        t = selectors.team_usage_totals(team=obj)
+        return (
+            f"input {t['input_tokens']:,} · output {t['output_tokens']:,} · "
+            f"cache write {t['cache_creation_tokens']:,} · cache read {t['cache_read_tokens']:,}"
+            f" · ${t['cost_usd']:.4f}"
+        )
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ("name", "team", "role", "model", "position", "turns", "drift_score")
+    list_filter = ("role", "team")
+    search_fields = ("name", "team__slug", "role_prompt")
+    list_select_related = ("team",)
+    readonly_fields = (
+        "turns",
+        "context_updates",
+        "last_context_update_turn",
+        "files_touched",
+        "violations",
+        "drift_score",
+        "created_at",
+    )
+
+
+@admin.register(Message)
+class MessageAdmin(HistoryAdminMixin, admin.ModelAdmin):
+    list_display = ("id", "team", "kind", "speaker", "recipient", "phase", "short", "created_at")
+    list_filter = ("kind", "team", "phase")
+    search_fields = ("content", "author__name", "author_label")
+    list_select_related = ("team", "author", "recipient")
+
+    @admin.display(description="content")
+    def short(self, obj):
+        return obj.content[:100]
+
+
+class TurnStepInline(admin.TabularInline):
+    model = TurnStep
+    extra = 0
+    can_delete = False
+    fields = ("index", "kind", "content", "input_tokens", "output_tokens", "created_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Turn)
+class TurnAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "team",
+        "agent",
+        "number",
+        "status",
+        "outcome",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "queued_at",
+    )
+    list_filter = ("status", "outcome", "purpose", "team")
+    search_fields = ("agent__name", "team__slug", "error")
+    list_select_related = ("team", "agent")
+    readonly_fields = tuple(f.name for f in Turn._meta.fields)
+    inlines = (TurnStepInline,)
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(TurnStep)
+class TurnStepAdmin(HistoryAdminMixin, admin.ModelAdmin):
+    list_display = ("id", "turn", "index", "kind", "input_tokens", "output_tokens", "created_at")
+    list_filter = ("kind",)
+    list_select_related = ("turn", "turn__agent")
+
+
+@admin.register(Query)
+class QueryAdmin(admin.ModelAdmin):
+    list_display = ("key", "team", "origin", "target", "status", "hop_count", "expires_at")
+    list_filter = ("status", "team")
+    search_fields = ("key", "question", "answer")
+    list_select_related = ("team", "origin", "target")
+    readonly_fields = ("key", "hops", "enrichments", "answered_by", "answered_at", "created_at")
+
+
+class KeeperEntryInline(admin.TabularInline):
+    model = KeeperEntry
+    extra = 0
+    fields = ("position", "role", "content")
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Keeper)
+class KeeperAdmin(admin.ModelAdmin):
+    list_display = ("id", "topic", "team", "agent", "created_at")
+    list_filter = ("team",)
+    search_fields = ("topic", "index_entry")
+    list_select_related = ("team", "agent")
+    inlines = (KeeperEntryInline,)
+
+
+@admin.register(KeeperEntry)
+class KeeperEntryAdmin(HistoryAdminMixin, admin.ModelAdmin):
+    list_display = ("id", "keeper", "position", "role", "content")
+    search_fields = ("content",)
+    list_select_related = ("keeper",)
+
+
+class AnchorRevisionInline(admin.TabularInline):
+    model = AnchorRevision
+    extra = 0
+    fields = ("value", "changed_by", "created_at")
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Anchor)
+class AnchorAdmin(admin.ModelAdmin):
+    list_display = ("key", "team", "value", "updated_by", "updated_at")
+    list_filter = ("team",)
+    search_fields = ("key", "value")
+    list_select_related = ("team",)
+    inlines = (AnchorRevisionInline,)
+
+
+@admin.register(AnchorRevision)
+class AnchorRevisionAdmin(HistoryAdminMixin, admin.ModelAdmin):
+    list_display = ("anchor", "value", "changed_by", "created_at")
+    list_select_related = ("anchor", "anchor__team")
+
+
+@admin.register(PMRequest)
+class PMRequestAdmin(admin.ModelAdmin):
+    list_display = ("id", "team", "agent", "status", "question", "created_at", "answered_at")
+    list_filter = ("status", "team")
+    search_fields = ("question", "answer")
+    list_select_related = ("team", "agent")
+    readonly_fields = ("team", "agent", "turn", "question", "answered_by", "answered_at")
+
+
+@admin.register(ConsultantProfile)
+class ConsultantProfileAdmin(admin.ModelAdmin):
+    list_display = ("name", "model", "enabled")
+    list_filter = ("enabled",)
+    search_fields = ("name", "model")
+
+
+@admin.register(Consultation)
+class ConsultationAdmin(HistoryAdminMixin, admin.ModelAdmin):
+    list_display = ("id", "team", "agent", "profile", "status", "task_type", "created_at")
+    list_filter = ("status", "team")
+    search_fields = ("prompt",)
+    list_select_related = ("team", "agent", "profile")
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("name", "team", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("team",)
+    search_fields = ("name", "prefix")
+    list_select_related = ("team",)
+    readonly_fields = ("prefix", "created_at", "last_used_at")
+    fields = ("team", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return super().save_model(request, obj, form, change)
+        token, raw_key = services.api_token_create(team=obj.team, name=obj.name)
+        obj.pk, obj.prefix, obj.key_hash = token.pk, token.prefix, token.key_hash
+        messages.warning(request, f"Token created. Copy it now, it is not shown again: {raw_key}")

@@ -1,0 +1,564 @@
+"""Loom's data model: every piece of a team's life is a row."""
+
+import hashlib
+import uuid
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+
+DEFAULT_PHASES = ["refinement", "planning", "pre-code-review", "implementation", "code-review"]
+AGENT_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,39}$"
+ANCHOR_KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}$"
+
+agent_name_validator = RegexValidator(
+    AGENT_NAME_PATTERN,
+    "Agent names start with a letter and use only letters, digits, '-' and '_' "
+    "(at most 40), so they work as @mentions.",
+)
+
+
+MESSAGE_KINDS = [
+    "chat",
+    "pm",
+    "system",
+    "pass_note",
+    "phase_summary",
+    "peer",
+    "query",
+    "answer",
+    "tool_call",
+    "tool_result",
+]
+
+
+def default_phases() -> list[str]:
+    return list(DEFAULT_PHASES)
+
+
+def new_query_key() -> str:
+    return "q-" + uuid.uuid4().hex[:12]
+
+
+class Team(models.Model):
+    class Status(models.TextChoices):
+        IDLE = "idle", "Idle"
+        RUNNING = "running", "Running"
+        AWAITING_PM = "awaiting_pm", "Awaiting PM"
+        PAUSED = "paused", "Paused"
+        DONE = "done", "Done"
+
+    slug = models.SlugField(max_length=60, unique=True)
+    name = models.CharField(max_length=120)
+    goal = models.TextField(blank=True)
+    phases = models.JSONField(default=default_phases)
+    phase_index = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.IDLE)
+    workspace = models.CharField(
+        max_length=500, blank=True, help_text="Folder the agents' file tools may use."
+    )
+    max_turns = models.PositiveIntegerField(default=200, help_text="Turn budget.")
+    max_cost_usd = models.DecimalField(
+        max_digits=10, decimal_places=4, default=Decimal("5.0000"), help_text="Cost budget."
+    )
+    turn_count = models.PositiveIntegerField(default=0)
+    managers = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="managed_teams"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(condition=Q(max_turns__gte=1), name="team_max_turns_positive"),
+            models.CheckConstraint(
+                condition=Q(status__in=["idle", "running", "awaiting_pm", "paused", "done"]),
+                name="team_status_valid",
+            ),
+        ]
+
+    def __str__(self):
+        return self.name or self.slug
+
+    @property
+    def phase(self) -> str:
+        if not self.phases:
+            return ""
+        return self.phases[min(self.phase_index, len(self.phases) - 1)]
+
+
+class Agent(models.Model):
+    class Role(models.TextChoices):
+        COACH = "coach", "Coach"
+        RESEARCHER = "researcher", "Researcher"
+        CODER = "coder", "Coder"
+        REVIEWER = "reviewer", "Reviewer"
+        TESTER = "tester", "Tester"
+        EXTERNAL = "external", "External (driven over the API)"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=40, validators=[agent_name_validator])
+    role = models.CharField(max_length=20, choices=Role.choices)
+    model = models.CharField(max_length=100, blank=True, help_text="Empty: LOOM_MODEL.")
+    role_prompt = models.TextField(blank=True)
+    position = models.PositiveIntegerField(default=0, help_text="Order in the rotation.")
+    context_budget_tokens = models.PositiveIntegerField(default=100_000)
+    # The mesh hierarchy (seed 004).
+    trajectory = models.TextField(blank=True)
+    tactic = models.TextField(blank=True)
+    action = models.TextField(blank=True)
+    # Metrics.
+    turns = models.PositiveIntegerField(default=0)
+    context_updates = models.PositiveIntegerField(default=0)
+    last_context_update_turn = models.PositiveIntegerField(default=0)
+    files_touched = models.JSONField(default=list, blank=True)
+    violations = models.PositiveIntegerField(default=0)
+    drift_score = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "position", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="agent_name_unique_in_team"),
+            models.CheckConstraint(
+                condition=Q(name__regex=AGENT_NAME_PATTERN), name="agent_name_mentionable"
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    role__in=["coach", "researcher", "coder", "reviewer", "tester", "external"]
+                ),
+                name="agent_role_valid",
+            ),
+            models.CheckConstraint(condition=Q(drift_score__lte=100), name="agent_drift_0_100"),
+        ]
+
+    def __str__(self):
+        return f"{self.name} ({self.role})"
+
+    @property
+    def effective_model(self) -> str:
+        return self.model or settings.LOOM_MODEL
+
+
+class Turn(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    class Outcome(models.TextChoices):
+        NONE = "", "—"
+        MESSAGE = "message", "Message"
+        PASS = "pass", "Pass"
+        PM_REQUEST = "pm_request", "PM request"
+        PHASE_COMPLETE = "phase_complete", "Phase complete"
+        ERROR = "error", "Error"
+
+    class Purpose(models.TextChoices):
+        CONVERSATION = "conversation", "Conversation"
+        INBOX = "inbox", "Inbox (woken by a query)"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="turn_set")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="turn_set")
+    purpose = models.CharField(max_length=20, choices=Purpose.choices, default=Purpose.CONVERSATION)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices, default="", blank=True)
+    phase = models.CharField(max_length=60, blank=True)
+    number = models.PositiveIntegerField(default=0, help_text="The team's turn number.")
+    claimed_by = models.CharField(max_length=120, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    model = models.CharField(max_length=100, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cache_creation_tokens = models.PositiveIntegerField(default=0)
+    cache_read_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
+    drift_score = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    queued_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            # One agent is never in two turns at once.
+            models.UniqueConstraint(
+                fields=["agent"],
+                condition=Q(status__in=["queued", "running"]),
+                name="one_active_turn_per_agent",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["queued", "running", "done", "failed", "cancelled"]),
+                name="turn_status_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["status", "queued_at"], name="turn_queue_idx"),
+            models.Index(fields=["status", "lease_expires_at"], name="turn_lease_idx"),
+            models.Index(fields=["team", "number"], name="turn_team_number_idx"),
+        ]
+
+    def __str__(self):
+        return f"turn {self.number} of {self.agent.name} ({self.status})"
+
+    @property
+    def total_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_tokens
+            + self.cache_read_tokens
+        )
+
+
+class TurnStep(models.Model):
+    """One persisted step of a turn: a model response or a tool result."""
+
+    class Kind(models.TextChoices):
+        MODEL = "model", "Model response"
+        TOOLS = "tools", "Tool results"
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    content = models.JSONField(help_text="Anthropic content blocks of this step.")
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cache_creation_tokens = models.PositiveIntegerField(default=0)
+    cache_read_tokens = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["turn", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["turn", "index"], name="turn_step_index_unique"),
+        ]
+
+    def __str__(self):
+        return f"step {self.index} ({self.kind})"
+
+
+class Query(models.Model):
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        ANSWERED = "answered", "Answered"
+        EXPIRED = "expired", "Expired"
+
+    key = models.CharField(max_length=20, unique=True, default=new_query_key, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="queries")
+    origin = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, related_name="queries_asked", null=True, blank=True
+    )
+    target = models.ForeignKey(
+        Agent,
+        on_delete=models.SET_NULL,
+        related_name="queries_targeted",
+        null=True,
+        blank=True,
+        help_text="Empty: broadcast.",
+    )
+    question = models.TextField()
+    hops = models.JSONField(default=list, blank=True, help_text="The hop chain.")
+    enrichments = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.OPEN)
+    answer = models.TextField(blank=True)
+    answered_by = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, related_name="queries_answered", null=True, blank=True
+    )
+    max_hops = models.PositiveSmallIntegerField(default=5)
+    ttl_seconds = models.PositiveIntegerField(default=3600)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name_plural = "queries"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["open", "answered", "expired"]), name="query_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="answered") | Q(answered_at__isnull=False),
+                name="query_answered_has_time",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "expires_at"], name="query_open_expiry_idx")]
+
+    def __str__(self):
+        return self.key
+
+    @property
+    def hop_count(self) -> int:
+        return sum(1 for hop in self.hops if hop.get("kind") == "forward")
+
+
+class Message(models.Model):
+    """An entry of a team's conversation (recipient empty) or of an agent's inbox."""
+
+    class Kind(models.TextChoices):
+        CHAT = "chat", "Chat"
+        PM = "pm", "PM"
+        SYSTEM = "system", "System"
+        PASS_NOTE = "pass_note", "Pass note"
+        PHASE_SUMMARY = "phase_summary", "Phase summary"
+        PEER = "peer", "Peer message"
+        QUERY = "query", "Query"
+        ANSWER = "answer", "Answer"
+        TOOL_CALL = "tool_call", "Tool call"
+        TOOL_RESULT = "tool_result", "Tool result"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="messages")
+    author = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages_written"
+    )
+    author_label = models.CharField(
+        max_length=60, blank=True, help_text="Shown when there is no author agent (pm, system)."
+    )
+    recipient = models.ForeignKey(
+        Agent,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="inbox",
+        help_text="Empty: the team conversation.",
+    )
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.CHAT)
+    phase = models.CharField(max_length=60, blank=True)
+    content = models.TextField()
+    turn = models.ForeignKey(
+        Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
+    )
+    query = models.ForeignKey(
+        Query, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=MESSAGE_KINDS), name="message_kind_valid"),
+        ]
+        indexes = [
+            models.Index(fields=["team", "phase", "id"], name="message_conversation_idx"),
+            models.Index(fields=["recipient", "id"], name="message_inbox_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.speaker}: {self.content[:60]}"
+
+    @property
+    def speaker(self) -> str:
+        if self.author_id:
+            return self.author.name
+        return self.author_label or self.kind
+
+
+class Keeper(models.Model):
+    """A topic-labelled store of messages an agent offloaded."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="keepers")
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="keepers"
+    )
+    topic = models.CharField(max_length=200)
+    index_entry = models.TextField(blank=True, help_text="One-line summary of what is kept.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["team", "agent"], name="keeper_team_agent_idx")]
+
+    def __str__(self):
+        return f"{self.topic} (keeper {self.pk})"
+
+
+class KeeperEntry(models.Model):
+    keeper = models.ForeignKey(Keeper, on_delete=models.CASCADE, related_name="entries")
+    message = models.ForeignKey(
+        Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="keeper_entries"
+    )
+    position = models.PositiveIntegerField()
+    role = models.CharField(max_length=60)
+    content = models.TextField()
+
+    class Meta:
+        ordering = ["keeper", "position"]
+        verbose_name_plural = "keeper entries"
+        constraints = [
+            models.UniqueConstraint(fields=["keeper", "position"], name="keeper_entry_position"),
+        ]
+
+    def __str__(self):
+        return f"[{self.role}]: {self.content[:60]}"
+
+
+class Anchor(models.Model):
+    """An immutable-by-offload fact: injected into every system prompt of the team."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="anchors")
+    key = models.CharField(
+        max_length=80,
+        validators=[
+            RegexValidator(
+                ANCHOR_KEY_PATTERN,
+                "Anchor keys start with a letter or digit and use letters, digits, _ . : -",
+            )
+        ],
+    )
+    value = models.TextField()
+    updated_by = models.CharField(max_length=60, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team", "key"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "key"], name="anchor_key_unique_in_team"),
+        ]
+
+    def __str__(self):
+        return f"{self.key} = {self.value[:60]}"
+
+
+class AnchorRevision(models.Model):
+    anchor = models.ForeignKey(Anchor, on_delete=models.CASCADE, related_name="revisions")
+    value = models.TextField()
+    changed_by = models.CharField(max_length=60, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["anchor", "-id"]
+
+    def __str__(self):
+        return f"{self.anchor.key} @ {self.created_at:%Y-%m-%d %H:%M}"
+
+
+class PMRequest(models.Model):
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        ANSWERED = "answered", "Answered"
+        CANCELLED = "cancelled", "Cancelled"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="pm_requests")
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="pm_requests"
+    )
+    turn = models.ForeignKey(
+        Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="pm_requests"
+    )
+    question = models.TextField()
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.OPEN)
+    answer = models.TextField(blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name = "PM request"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team"], condition=Q(status="open"), name="one_open_pm_request_per_team"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["open", "answered", "cancelled"]),
+                name="pm_request_status_valid",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "-created_at"], name="pm_request_inbox_idx")]
+
+    def __str__(self):
+        return f"{self.team.slug}: {self.question[:60]}"
+
+
+class ConsultantProfile(models.Model):
+    """Another model an agent may consult (ask_peer / ask_multi)."""
+
+    name = models.CharField(max_length=60, unique=True, validators=[agent_name_validator])
+    model = models.CharField(max_length=100)
+    system_prompt = models.TextField(blank=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return f"{self.name} ({self.model})"
+
+
+class Consultation(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="consultations")
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="consultations"
+    )
+    profile = models.ForeignKey(
+        ConsultantProfile, on_delete=models.SET_NULL, null=True, related_name="consultations"
+    )
+    batch = models.UUIDField(default=uuid.uuid4, help_text="Shared by one ask_multi call.")
+    prompt = models.TextField()
+    task_type = models.CharField(max_length=40, blank=True)
+    relevant_files = models.JSONField(default=list, blank=True)
+    context = models.TextField(blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    output = models.JSONField(null=True, blank=True, help_text="The structured PeerOutput.")
+    flagged_files = models.JSONField(default=list, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["batch"], name="consultation_batch_idx")]
+
+    def __str__(self):
+        return f"consultation {self.pk} ({self.status})"
+
+
+class ApiToken(models.Model):
+    """A REST API token scoped to one team; only its SHA-256 is stored."""
+
+    PREFIX_LENGTH = 8
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=80)
+    prefix = models.CharField(max_length=PREFIX_LENGTH, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["team", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="api_token_name_unique_in_team"),
+        ]
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…)"
+
+    @staticmethod
+    def hash_key(raw_key: str) -> str:
+        return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+# The check constraints spell the choices out (a Meta cannot see its model's
+# TextChoices); keep them in step.
+assert set(MESSAGE_KINDS) == set(Message.Kind.values)

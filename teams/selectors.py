@@ -1,0 +1,47 @@
+"""Reads. Query-building lives here so views, API, admin and the engine agree."""
+
+from django.db.models import QuerySet, Sum
+
+from teams.errors import NotFound
+from teams.models import Agent, Message, PMRequest, Team, Turn
+
+
+def team_get(*, slug: str) -> Team:
+    try:
+        return Team.objects.get(slug=slug)
+    except Team.DoesNotExist:
+        raise NotFound(f"No team with slug {slug!r}.") from None
+
+
+def agent_get(*, team: Team, name: str) -> Agent:
+    try:
+        return team.agents.get(name=name)
+    except Agent.DoesNotExist:
+        raise NotFound(f"Team {team.slug!r} has no agent named {name!r}.") from None
+
+
+def team_conversation(*, team: Team, phase: str | None = None) -> QuerySet[Message]:
+    """The shared conversation in order (inbox messages excluded)."""
+    messages = Message.objects.filter(team=team, recipient__isnull=True)
+    if phase is not None:
+        messages = messages.filter(phase=phase)
+    return messages.select_related("author").order_by("id")
+
+
+def agent_inbox(*, agent: Agent) -> QuerySet[Message]:
+    return Message.objects.filter(recipient=agent).select_related("author").order_by("id")
+
+
+def team_open_pm_request(*, team: Team) -> PMRequest | None:
+    return PMRequest.objects.filter(team=team, status=PMRequest.Status.OPEN).first()
+
+
+def team_usage_totals(*, team: Team) -> dict:
+    totals = Turn.objects.filter(team=team).aggregate(
+        input_tokens=Sum("input_tokens"),
+        output_tokens=Sum("output_tokens"),
+        cache_creation_tokens=Sum("cache_creation_tokens"),
+        cache_read_tokens=Sum("cache_read_tokens"),
+        cost_usd=Sum("cost_usd"),
+    )
+    return {key: value or 0 for key, value in totals.items()}

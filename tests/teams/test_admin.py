@@ -1,0 +1,90 @@
+import pytest
+from django.contrib import admin
+from django.urls import reverse
+
+from teams import services
+from teams.models import (
+    ConsultantProfile,
+    Consultation,
+    Keeper,
+    KeeperEntry,
+    Message,
+    Turn,
+    TurnStep,
+)
+
+
+@pytest.fixture
+def populated(team, agents):
+    coach = agents["coach"]
+    message = services.message_add(team=team, content="<b>hello</b>", author=coach)
+    services.anchor_save(team=team, key="lang", value="Python")
+    services.pm_request_open(team=team, question="Scope?", agent=coach)
+    services.query_create(team=team, question="Why?", origin=coach, target=agents["coder"])
+    turn = Turn.objects.create(team=team, agent=coach, status="done", input_tokens=10)
+    TurnStep.objects.create(turn=turn, index=0, kind="model", content=[{"type": "text"}])
+    keeper = Keeper.objects.create(team=team, agent=coach, topic="auth")
+    KeeperEntry.objects.create(
+        keeper=keeper, message=message, position=0, role="coach", content="x"
+    )
+    profile = ConsultantProfile.objects.create(name="critic", model="claude-haiku-4-5")
+    Consultation.objects.create(team=team, agent=coach, profile=profile, prompt="Check")
+    services.api_token_create(team=team, name="ci")
+    return team
+
+
+def test_every_changelist_and_change_page_renders(admin_client, populated):
+    models = [m for m in admin.site._registry if m._meta.app_label == "teams"]
+    assert len(models) == 14
+    for model in models:
+        opts = model._meta
+        changelist = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+        response = admin_client.get(changelist)
+        assert response.status_code == 200, changelist
+        obj = model.objects.first()
+        assert obj is not None, opts.model_name
+        change = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+        response = admin_client.get(change)
+        assert response.status_code == 200, change
+
+
+def test_history_rows_are_read_only(admin_client, populated):
+    message = Message.objects.first()
+    url = reverse("admin:teams_message_change", args=[message.pk])
+    response = admin_client.post(url, {"content": "rewritten"})
+    assert response.status_code == 403
+    message.refresh_from_db()
+    assert message.content == "<b>hello</b>"
+    assert admin_client.get(reverse("admin:teams_message_add")).status_code == 403
+
+
+def test_agent_output_is_escaped_in_admin(admin_client, populated):
+    response = admin_client.get(reverse("admin:teams_message_changelist"))
+    assert b"&lt;b&gt;hello&lt;/b&gt;" in response.content
+    assert b"<b>hello</b>" not in response.content
+
+
+def test_add_api_token_in_admin_shows_key_once(admin_client, team):
+    response = admin_client.post(
+        reverse("admin:teams_apitoken_add"), {"team": team.pk, "name": "bot"}, follow=True
+    )
+    assert response.status_code == 200
+    token = team.api_tokens.get(name="bot")
+    shown = [str(m) for m in response.context["messages"]]
+    assert any("loom_" in m and token.prefix in m for m in shown)
+
+
+def test_admin_add_duplicate_agent_is_a_form_error(admin_client, team):
+    response = admin_client.post(
+        reverse("admin:teams_agent_add"),
+        {
+            "team": team.pk,
+            "name": "coder",
+            "role": "coder",
+            "position": 9,
+            "context_budget_tokens": 1000,
+        },
+    )
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors
+    assert team.agents.filter(name="coder").count() == 1

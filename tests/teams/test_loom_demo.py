@@ -1,0 +1,25 @@
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from teams.models import Team
+
+
+def test_loom_demo_twice_leaves_one_demo_team(db, capsys, monkeypatch):
+    monkeypatch.delenv("LOOM_ADMIN_PASSWORD", raising=False)
+    call_command("loom_demo")
+    first = capsys.readouterr().out
+    call_command("loom_demo")
+    second = capsys.readouterr().out
+    assert Team.objects.filter(slug="demo").count() == 1
+    team = Team.objects.get(slug="demo")
+    assert sorted(a.name for a in team.agents.all()) == ["coach", "coder", "researcher", "reviewer"]
+    assert team.goal
+    assert "password" in first and "password" not in second
+    admin = get_user_model().objects.get(username="admin")
+    assert admin.is_superuser and team.managers.filter(pk=admin.pk).exists()
+
+
+def test_loom_demo_uses_admin_password_from_env(db, monkeypatch):
+    monkeypatch.setenv("LOOM_ADMIN_PASSWORD", "correct horse")
+    call_command("loom_demo")
+    assert get_user_model().objects.get(username="admin").check_password("correct horse")

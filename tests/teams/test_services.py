@@ -1,0 +1,161 @@
+import pytest
+from django.db import IntegrityError, transaction
+
+from teams import selectors, services
+from teams.errors import Conflict, InvalidInput, NotFound
+from teams.models import Agent, Anchor, Message, PMRequest, Team, Turn
+
+
+def test_team_create_with_agents_in_rotation_order(team):
+    assert team.phase == "refinement"
+    assert [a.name for a in team.agents.all()] == ["coach", "researcher", "coder", "reviewer"]
+    assert [a.position for a in team.agents.all()] == [0, 1, 2, 3]
+
+
+def test_team_slug_unique(team):
+    with pytest.raises(Conflict, match="already exists"):
+        services.team_create(slug="alpha")
+    assert Team.objects.count() == 1
+
+
+@pytest.mark.parametrize("slug", ["", "Has Spaces", "UPPER"])
+def test_team_slug_must_be_a_slug(db, slug):
+    with pytest.raises(InvalidInput):
+        services.team_create(slug=slug)
+    assert not Team.objects.exists()
+
+
+def test_team_needs_phases_and_turn_budget(db):
+    with pytest.raises(InvalidInput, match="phase"):
+        services.team_create(slug="x", phases=[])
+    with pytest.raises(InvalidInput, match="turn budget"):
+        services.team_create(slug="x", max_turns=0)
+
+
+def test_bad_agent_rolls_back_the_whole_team(db):
+    with pytest.raises(InvalidInput):
+        services.team_create(
+            slug="x", agents=[{"name": "ok", "role": "coach"}, {"name": "@no", "role": "coder"}]
+        )
+    assert not Team.objects.exists()
+    assert not Agent.objects.exists()
+
+
+def test_agent_name_unique_in_team(team):
+    with pytest.raises(Conflict, match="already has an agent named 'coder'"):
+        services.agent_create(team=team, name="coder", role="tester")
+    other = services.team_create(slug="beta")
+    assert services.agent_create(team=other, name="coder", role="coder").team == other
+
+
+@pytest.mark.parametrize("name", ["1abc", "has space", "at@sign", "", "x" * 41, "dot.name"])
+def test_agent_name_must_work_as_mention(team, name):
+    with pytest.raises(InvalidInput, match="@mention"):
+        services.agent_create(team=team, name=name, role="coder")
+
+
+def test_agent_role_must_be_known(team):
+    with pytest.raises(InvalidInput, match="Unknown role"):
+        services.agent_create(team=team, name="zed", role="wizard")
+
+
+def test_anchor_key_unique_and_save_replaces_with_history(team):
+    services.anchor_save(team=team, key="language", value="Python", changed_by="coach")
+    anchor = services.anchor_save(team=team, key="language", value="Rust", changed_by="pm")
+    assert Anchor.objects.filter(team=team).count() == 1
+    assert anchor.value == "Rust"
+    assert [r.value for r in anchor.revisions.all()] == ["Rust", "Python"]
+
+
+@pytest.mark.parametrize("key, value", [("", "v"), ("has space", "v"), ("ok", "  ")])
+def test_anchor_bad_input(team, key, value):
+    with pytest.raises(InvalidInput):
+        services.anchor_save(team=team, key=key, value=value)
+    assert not Anchor.objects.exists()
+
+
+def test_one_open_pm_request_per_team(team, agents):
+    services.pm_request_open(team=team, question="Which format?", agent=agents["coach"])
+    with pytest.raises(Conflict, match="already has an open PM request"):
+        services.pm_request_open(team=team, question="Another?", agent=agents["coach"])
+    assert PMRequest.objects.count() == 1
+
+
+def test_message_add_and_conversation_order(team, agents):
+    services.message_add(team=team, content="first", author=agents["coach"])
+    services.message_add(team=team, content="private", recipient=agents["coder"], kind="peer")
+    services.message_add(team=team, content="second", author_label="pm", kind="pm")
+    conversation = selectors.team_conversation(team=team)
+    assert [m.content for m in conversation] == ["first", "second"]
+    assert [m.content for m in selectors.agent_inbox(agent=agents["coder"])] == ["private"]
+
+
+def test_message_add_rejects_bad_input(team, agents):
+    with pytest.raises(InvalidInput):
+        services.message_add(team=team, content="   ")
+    with pytest.raises(InvalidInput, match="Unknown message kind"):
+        services.message_add(team=team, content="x", kind="shout")
+    stranger = services.agent_create(
+        team=services.team_create(slug="beta"), name="zed", role="coder"
+    )
+    with pytest.raises(InvalidInput, match="not in team"):
+        services.message_add(team=team, content="x", author=stranger)
+    assert not Message.objects.exists()
+
+
+def test_api_token_hashed_at_rest(team):
+    token, raw = services.api_token_create(team=team, name="ci")
+    assert raw.startswith(token.prefix)
+    assert raw not in (token.key_hash, token.prefix)
+    assert len(token.key_hash) == 64
+    with pytest.raises(Conflict):
+        services.api_token_create(team=team, name="ci")
+
+
+def test_query_create_validation(team, agents):
+    with pytest.raises(InvalidInput):
+        services.query_create(team=team, question="")
+    query = services.query_create(team=team, question="Why?", origin=agents["coder"])
+    assert query.key.startswith("q-") and query.status == "open"
+
+
+def test_selectors_not_found(team):
+    with pytest.raises(NotFound):
+        selectors.team_get(slug="nope")
+    with pytest.raises(NotFound):
+        selectors.agent_get(team=team, name="nope")
+
+
+class TestDatabaseConstraints:
+    """The database itself holds the invariants, whoever writes."""
+
+    def test_agent_name_pattern(self, team):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            Agent.objects.create(team=team, name="bad name", role="coder")
+
+    def test_agent_name_unique(self, team):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            Agent.objects.create(team=team, name="coder", role="coder")
+
+    def test_anchor_key_unique(self, team):
+        Anchor.objects.create(team=team, key="k", value="1")
+        with pytest.raises(IntegrityError), transaction.atomic():
+            Anchor.objects.create(team=team, key="k", value="2")
+
+    def test_one_open_pm_request(self, team):
+        PMRequest.objects.create(team=team, question="a")
+        PMRequest.objects.create(team=team, question="b", status="answered")
+        with pytest.raises(IntegrityError), transaction.atomic():
+            PMRequest.objects.create(team=team, question="c")
+
+    def test_statuses_are_choices(self, team, agents):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            Team.objects.filter(pk=team.pk).update(status="sleeping")
+        with pytest.raises(IntegrityError), transaction.atomic():
+            Turn.objects.create(team=team, agent=agents["coder"], status="lost")
+
+    def test_one_active_turn_per_agent(self, team, agents):
+        Turn.objects.create(team=team, agent=agents["coder"])
+        Turn.objects.create(team=team, agent=agents["coder"], status="done")
+        with pytest.raises(IntegrityError), transaction.atomic():
+            Turn.objects.create(team=team, agent=agents["coder"], status="running")
