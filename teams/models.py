@@ -173,6 +173,9 @@ class Turn(models.Model):
     claimed_by = models.CharField(max_length=120, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    snapshot_message_id = models.BigIntegerField(
+        null=True, blank=True, help_text="The newest message this turn's context includes."
+    )
     model = models.CharField(max_length=100, blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
@@ -223,11 +226,12 @@ class TurnStep(models.Model):
 
     class Kind(models.TextChoices):
         MODEL = "model", "Model response"
-        TOOLS = "tools", "Tool results"
+        TOOL = "tool", "Tool result"
 
     turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="steps")
     index = models.PositiveIntegerField()
     kind = models.CharField(max_length=10, choices=Kind.choices)
+    tool_name = models.CharField(max_length=60, blank=True)
     content = models.JSONField(help_text="Anthropic content blocks of this step.")
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)

@@ -45,3 +45,16 @@ def team_usage_totals(*, team: Team) -> dict:
         cost_usd=Sum("cost_usd"),
     )
     return {key: value or 0 for key, value in totals.items()}
+
+
+def teams_visible_to(*, user) -> QuerySet[Team]:
+    """Superusers see every team; other staff see the teams they manage."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return Team.objects.none()
+    if user.is_superuser:
+        return Team.objects.all()
+    return Team.objects.filter(managers=user)
+
+
+def team_for_user(*, user, slug: str) -> Team | None:
+    return teams_visible_to(user=user).filter(slug=slug).first()

@@ -1,0 +1,67 @@
+import asyncio
+
+from asgiref.sync import sync_to_async
+from channels.consumer import AsyncConsumer
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from teams import conversation, events, selectors
+from teams.worker import run_claimed_turn
+
+MAX_CONCURRENT_TURNS = 8
+
+
+class TurnWorkerConsumer(AsyncConsumer):
+    """Listens on `loom.turns`; each wake-up names a turn to claim and run.
+
+    Turns run in their own threads so one slow model call does not hold up the
+    others; the claim makes a duplicate wake-up harmless."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.slots = asyncio.Semaphore(MAX_CONCURRENT_TURNS)
+        self.tasks: set[asyncio.Task] = set()
+
+    async def turn_queued(self, message):
+        task = asyncio.ensure_future(self._run(message["turn_id"]))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _run(self, turn_id: int):
+        async with self.slots:
+            await sync_to_async(run_claimed_turn, thread_sensitive=False)(turn_id)
+
+
+class TeamConsumer(AsyncJsonWebsocketConsumer):
+    """Streams one team's events to a user who may see that team."""
+
+    async def connect(self):
+        slug = self.scope["url_route"]["kwargs"]["slug"]
+        self.team = await database_sync_to_async(selectors.team_for_user)(
+            user=self.scope.get("user"), slug=slug
+        )
+        if self.team is None:
+            await self.close(code=4403)
+            return
+        self.group = events.team_group(self.team.id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self.send_json(
+            {"event": "team.status", **conversation.team_status_payload(self.team)}
+        )
+
+    async def disconnect(self, code):
+        if getattr(self, "group", None):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def _forward(self, event):
+        payload = {k: v for k, v in event.items() if k != "type"}
+        await self.send_json({"event": event["type"], **payload})
+
+    message_created = _forward
+    text_delta = _forward
+    turn_started = _forward
+    turn_finished = _forward
+    pm_request_opened = _forward
+    pm_request_answered = _forward
+    team_status = _forward

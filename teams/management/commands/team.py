@@ -1,0 +1,51 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from teams import conversation, selectors
+from teams.errors import LoomError
+
+
+class Command(BaseCommand):
+    help = "Operate a team from the shell: start, pause, resume, status, answer SLUG [TEXT]."
+
+    def add_arguments(self, parser):
+        parser.add_argument("action", choices=["start", "pause", "resume", "status", "answer"])
+        parser.add_argument("slug")
+        parser.add_argument("text", nargs="?", default="", help="The answer, for `answer`.")
+
+    def handle(self, *args, action, slug, text, **options):
+        try:
+            team = selectors.team_get(slug=slug)
+            if action == "start":
+                conversation.team_start(team=team)
+            elif action == "pause":
+                conversation.team_pause(team=team)
+            elif action == "resume":
+                conversation.team_resume(team=team)
+            elif action == "answer":
+                request = selectors.team_open_pm_request(team=team)
+                if request is None:
+                    raise CommandError(f"Team {slug!r} has no open PM request.")
+                if not text.strip():
+                    raise CommandError("Give the answer: team answer SLUG 'your answer'.")
+                conversation.pm_request_answer(request_id=request.id, answer=text)
+        except LoomError as exc:
+            raise CommandError(exc.message) from exc
+        self.stdout.write(self.status(selectors.team_get(slug=slug)))
+
+    def status(self, team) -> str:
+        totals = selectors.team_usage_totals(team=team)
+        lines = [
+            f"team:   {team.slug} ({team.name})",
+            f"status: {team.status}",
+            f"phase:  {team.phase} ({team.phase_index + 1} of {len(team.phases)})",
+            f"turns:  {team.turn_count} of {team.max_turns}",
+            f"tokens: {totals['input_tokens'] + totals['cache_read_tokens']:,} in, "
+            f"{totals['output_tokens']:,} out",
+            f"cost:   ${totals['cost_usd']:.4f}",
+        ]
+        request = selectors.team_open_pm_request(team=team)
+        if request is not None:
+            who = request.agent.name if request.agent_id else "an agent"
+            lines.append(f"PM request #{request.id} from {who}: {request.question}")
+            lines.append(f"Answer with: manage.py team answer {team.slug} 'your answer'")
+        return "\n".join(lines)

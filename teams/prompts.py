@@ -1,0 +1,173 @@
+"""What an agent sees on its turn: the system prompt and its history.
+
+The stable part of the system prompt (role, norms, facilitation) comes first and is
+marked for the prompt cache; the parts that change between turns (anchors, the
+@mention note) follow it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db.models import Q
+
+from teams.models import Agent, Anchor, Message, Team
+
+ROLE_PROMPTS = {
+    "coach": (
+        "You are the team's coach. You facilitate: keep the discussion on the goal, "
+        "summarise agreements, surface disagreements and decide when a phase is done. "
+        "You do not write the solution yourself."
+    ),
+    "researcher": "You are the team's researcher: you find facts, prior art and risks.",
+    "coder": "You are the team's coder: you design and write the implementation.",
+    "reviewer": "You are the team's reviewer: you check plans and code for problems.",
+    "tester": "You are the team's tester: you think about how to prove the work is right.",
+    "external": "You are an agent driven by an external program through Loom's API.",
+}
+
+NORMS = """Conversation norms:
+- Be concise: a few sentences, no preamble, no restating what others said.
+- Silence means approval. Address others by @name when you need their response.
+- If you have nothing new to contribute (you agree with what's been said and have no
+  concerns, questions, or additions), use the pass_turn tool instead of restating
+  agreement. Only pass when you genuinely have nothing to add; do not pass if you
+  have any reservations."""
+
+ASK_PM_LINE = (
+    "If the team is stuck on a question that requires PM authority, use the ask_pm tool "
+    "to pause and request input."
+)
+
+COACH_FACILITATION = {
+    "refinement": (
+        "Phase: refinement. Help the team agree on what the goal means: scope, users, "
+        "constraints and what is out of scope. When requirements are clear, call "
+        "signal_phase_complete with a summary."
+    ),
+    "planning": (
+        "Phase: planning. Help the team break the work into tasks with owners and an "
+        "order. When the plan is agreed, call signal_phase_complete with a summary."
+    ),
+    "pre-code-review": (
+        "Phase: pre-code-review. Have the team review the plan and interfaces before "
+        "code is written. When concerns are resolved, call signal_phase_complete."
+    ),
+    "implementation": (
+        "Phase: implementation. Keep the coder unblocked and the others reviewing "
+        "small steps. When the work is done, call signal_phase_complete."
+    ),
+    "code-review": (
+        "Phase: code-review. Have the team review the result against the goal. When "
+        "the review is complete, call signal_phase_complete with the outcome."
+    ),
+}
+GENERIC_FACILITATION = (
+    "Phase: {phase}. Guide the team through this phase; when its work is done, call "
+    "signal_phase_complete with a summary."
+)
+CONVERSATION_KINDS = [Message.Kind.CHAT, Message.Kind.PM, Message.Kind.SYSTEM]
+
+
+@dataclass
+class Prompt:
+    system: list[dict]
+    messages: list[dict]
+    snapshot: list[Message] = field(default_factory=list)
+    mention_note: str = ""
+
+
+def facilitation(phase: str) -> str:
+    text = COACH_FACILITATION.get(phase) or GENERIC_FACILITATION.format(phase=phase)
+    return f"{text}\n{ASK_PM_LINE}"
+
+
+def anchors_block(team: Team) -> str:
+    anchors = list(Anchor.objects.filter(team=team).order_by("key"))
+    if not anchors:
+        return ""
+    lines = "\n".join(f"- {a.key}: {a.value}" for a in anchors)
+    return (
+        "<immutable-anchors>\nFacts the team has pinned. They hold in every phase and are "
+        f"never offloaded.\n{lines}\n</immutable-anchors>"
+    )
+
+
+def history_messages(agent: Agent, team: Team, until_id: int | None = None) -> list[Message]:
+    """The phase's conversation and the agent's inbox, minus pass notes, other agents'
+    tool chatter and what this agent offloaded."""
+    conversation = Q(recipient__isnull=True) & (
+        Q(kind__in=CONVERSATION_KINDS, phase=team.phase) | Q(kind=Message.Kind.PHASE_SUMMARY)
+    )
+    inbox = Q(recipient=agent)
+    messages = (
+        Message.objects.filter(team=team)
+        .filter(conversation | inbox)
+        .exclude(kind=Message.Kind.PASS_NOTE)
+        .exclude(keeper_entries__keeper__agent=agent)
+        .select_related("author", "recipient")
+        .order_by("id")
+    )
+    if until_id is not None:
+        messages = messages.filter(id__lte=until_id)
+    return list(messages)
+
+
+def mention_note(agent: Agent, history: list[Message]) -> str:
+    recent = [m for m in history[-3:] if m.author_id != agent.id]
+    mentions = [m for m in recent if f"@{agent.name}" in m.content]
+    if not mentions:
+        return ""
+    mentioner = mentions[-1].speaker
+    return (
+        f"Note: {mentioner} specifically addressed you with @{agent.name} in a recent "
+        "message. They may be waiting for your response on a specific point."
+    )
+
+
+def render(message: Message, agent: Agent) -> tuple[str, str]:
+    """(role, text) of one history entry as this agent sees it."""
+    if message.author_id == agent.id and message.recipient_id is None:
+        return "assistant", message.content
+    if message.recipient_id == agent.id and message.kind == Message.Kind.PEER:
+        return "user", f"[Peer message from {message.speaker}]: {message.content}"
+    if message.recipient_id == agent.id and message.kind in (
+        Message.Kind.QUERY,
+        Message.Kind.ANSWER,
+    ):
+        return "user", message.content
+    return "user", f"[{message.speaker}]: {message.content}"
+
+
+def build(agent: Agent, team: Team, until_id: int | None = None) -> Prompt:
+    identity = f"Your name is {agent.name} and your role is {agent.role}."
+    stable = [identity, agent.role_prompt or ROLE_PROMPTS.get(agent.role, ""), NORMS]
+    if agent.role == Agent.Role.COACH:
+        stable.append(facilitation(team.phase))
+    system = [
+        {
+            "type": "text",
+            "text": "\n\n".join(p for p in stable if p),
+            "cache_control": {"type": "ephemeral"},
+        }
+    ]
+    history = history_messages(agent, team, until_id)
+    note = mention_note(agent, history)
+    dynamic = [p for p in (anchors_block(team), note) if p]
+    if dynamic:
+        system.append({"type": "text", "text": "\n\n".join(dynamic)})
+
+    opening = f"Team goal: {team.goal or '(none given)'}\nCurrent phase: {team.phase}"
+    turns: list[list] = [["user", opening]]
+    for message in history:
+        role, text = render(message, agent)
+        if turns[-1][0] == role:
+            turns[-1][1] += "\n\n" + text
+        else:
+            turns.append([role, text])
+    cue = f"It is your turn, {agent.name}."
+    if turns[-1][0] == "user":
+        turns[-1][1] += "\n\n" + cue
+    else:
+        turns.append(["user", cue])
+    messages = [{"role": role, "content": text} for role, text in turns]
+    return Prompt(system=system, messages=messages, snapshot=history, mention_note=note)

@@ -1,0 +1,97 @@
+"""Conversation tools (seed 003): pass_turn, ask_pm, signal_phase_complete."""
+
+from pydantic import Field
+
+from teams import conversation
+from teams.models import Agent
+from tools.base import Params, Tool, ToolContext
+from tools.registry import register
+
+
+class PassTurnParams(Params):
+    reason: str = Field(
+        min_length=1,
+        description="Brief reason for passing (e.g., 'agree with proposal', 'waiting for layer 2')",
+    )
+
+
+@register
+class PassTurn(Tool):
+    name = "pass_turn"
+    description = (
+        "Call this when you have nothing new to contribute to the current discussion. "
+        "Do not call this if you have concerns, questions, disagreements, or new "
+        "information to share. Only pass when you genuinely agree with everything said "
+        "and have nothing to add."
+    )
+    Params = PassTurnParams
+    ends_turn = True
+
+    def run(self, params: PassTurnParams, ctx: ToolContext) -> str:
+        ctx.ended_by, ctx.end_reason = self.name, params.reason
+        return "Turn passed."
+
+
+def _coach_only(agent: Agent) -> bool:
+    return agent.role == Agent.Role.COACH
+
+
+class AskPmParams(Params):
+    question: str = Field(min_length=1, description="What you need the PM to decide or clarify")
+
+
+@register
+class AskPm(Tool):
+    name = "ask_pm"
+    description = (
+        "Pause the conversation and request input from the project manager. Use when a "
+        "decision requires PM authority or when the team is stuck on a question only the "
+        "PM can answer."
+    )
+    Params = AskPmParams
+    ends_turn = True
+
+    @classmethod
+    def available_to(cls, agent, team):
+        return _coach_only(agent)
+
+    def run(self, params: AskPmParams, ctx: ToolContext) -> str:
+        conversation.pm_request_ask(
+            team=ctx.team, agent=ctx.agent, question=params.question, turn=ctx.turn
+        )
+        ctx.ended_by, ctx.end_reason = self.name, params.question
+        return (
+            "Your question is with the PM. The conversation pauses after this turn; the "
+            "PM's answer will appear in the conversation as a PM message."
+        )
+
+
+class PhaseCompleteParams(Params):
+    summary: str = Field(
+        min_length=1,
+        description="What the team agreed in this phase; later phases see only this summary",
+    )
+
+
+@register
+class SignalPhaseComplete(Tool):
+    name = "signal_phase_complete"
+    description = (
+        "Signal that the current phase's work is complete and the team should move to the "
+        "next phase. Give a summary of what was decided: it is what later phases see of "
+        "this one."
+    )
+    Params = PhaseCompleteParams
+    ends_turn = True
+
+    @classmethod
+    def available_to(cls, agent, team):
+        return _coach_only(agent)
+
+    def run(self, params: PhaseCompleteParams, ctx: ToolContext) -> str:
+        finished = ctx.team.phase
+        team = conversation.phase_complete(team=ctx.team, agent=ctx.agent, summary=params.summary)
+        ctx.ended_by, ctx.end_reason = self.name, params.summary
+        if team.status == team.Status.DONE:
+            return f"Phase {finished} complete. That was the last phase: the team is done."
+        return f"Phase {finished} complete. The team moves on to {team.phase}."

@@ -1,0 +1,84 @@
+"""Which tools exist, who gets them, and how a call is dispatched.
+
+Tool modules register their classes with @register; TOOL_MODULES lists the
+modules so adding a tool group is adding a module and one line here."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+
+from pydantic import ValidationError
+
+from teams.errors import LoomError
+from tools.base import Tool, ToolContext, ToolResult, truncate
+
+log = logging.getLogger("loom.tools")
+
+TOOL_MODULES = ["tools.conversation", "tools.peers"]
+_REGISTRY: dict[str, type[Tool]] = {}
+_loaded = False
+
+
+def register(cls: type[Tool]) -> type[Tool]:
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise RuntimeError(f"Two tools are named {cls.name!r}.")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _load() -> dict[str, type[Tool]]:
+    global _loaded
+    if not _loaded:
+        for module in TOOL_MODULES:
+            importlib.import_module(module)
+        _loaded = True
+    return _REGISTRY
+
+
+def all_tools() -> list[type[Tool]]:
+    return list(_load().values())
+
+
+def get(name: str) -> type[Tool] | None:
+    return _load().get(name)
+
+
+def toolset(agent, team) -> list[type[Tool]]:
+    """The tools this agent may use now (role and phase decide)."""
+    return [tool for tool in _load().values() if tool.available_to(agent, team)]
+
+
+def definitions(tools: list[type[Tool]]) -> list[dict]:
+    return [tool.definition() for tool in tools]
+
+
+def execute(name: str, arguments, ctx: ToolContext, allowed=None) -> ToolResult:
+    """Validate and run one tool call; every outcome is a result, never an exception."""
+    tool = get(name)
+    if tool is None or (allowed is not None and tool not in allowed):
+        return ToolResult(f"Error: Unknown tool {name!r} (not available to you).", is_error=True)
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except json.JSONDecodeError:
+            return ToolResult("Error: Tool arguments must be a JSON object.", is_error=True)
+    if not isinstance(arguments, dict):
+        return ToolResult("Error: Tool arguments must be a JSON object.", is_error=True)
+    try:
+        params = tool.Params.model_validate(arguments)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        return ToolResult(f"Error: Invalid arguments for {name}: {problems}", is_error=True)
+    try:
+        text = tool().run(params, ctx)
+    except LoomError as exc:
+        return ToolResult(f"Error: {exc.message}", is_error=True)
+    except Exception as exc:  # a bug: keep the loop alive, tell the model, log it all
+        log.exception("Tool %s failed for agent %s", name, ctx.agent.name)
+        return ToolResult(f"Error: {name} failed unexpectedly ({type(exc).__name__}).", True)
+    return ToolResult(truncate(text))
