@@ -73,7 +73,7 @@ CHANNEL_LAYERS = {"default": env.parse_redis_url(REDIS_URL, "LOOM_REDIS_URL")}
 
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY") or None
 ANTHROPIC_BASE_URL = env.parse_url(os.environ.get("ANTHROPIC_BASE_URL"), "ANTHROPIC_BASE_URL")
-LOOM_MODEL = env.parse_model(os.environ.get("LOOM_MODEL"), "LOOM_MODEL", "claude-sonnet-4-5")
+LOOM_MODEL = env.parse_model(os.environ.get("LOOM_MODEL"), "LOOM_MODEL", "claude-sonnet-4-6")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -21,3 +21,37 @@ def team(db):
 @pytest.fixture
 def agents(team):
     return {agent.name: agent for agent in team.agents.all()}
+
+
+@pytest.fixture
+def messages_api(settings):
+    """Start a fake Messages API with a script; the real anthropic client talks to it."""
+    from tests.fakes.messages_api import FakeMessagesAPI
+
+    servers = []
+
+    def start(script):
+        api = FakeMessagesAPI(script).__enter__()
+        servers.append(api)
+        settings.ANTHROPIC_API_KEY = "sk-test-key"
+        settings.ANTHROPIC_BASE_URL = api.url
+        settings.LOOM_MODEL_MAX_RETRIES = 2
+        return api
+
+    yield start
+    for api in servers:
+        api.__exit__(None, None, None)
+
+
+def drain(team, worker="test-worker", limit=50):
+    """Run queued turns of the team one by one, as a worker would, until none is left."""
+    from teams import agent_loop
+    from teams.models import Turn
+
+    ran = []
+    for _ in range(limit):
+        turn = Turn.objects.filter(team=team, status=Turn.Status.QUEUED).order_by("id").first()
+        if turn is None:
+            break
+        ran.append(agent_loop.run_turn(turn.id, worker))
+    return ran

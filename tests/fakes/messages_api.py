@@ -1,0 +1,268 @@
+"""A local HTTP server that speaks enough of the Anthropic Messages API for the real
+anthropic client: streamed (SSE) and plain responses with text and tool_use blocks,
+usage with cache fields, and error bodies (400, 429, 529) with retry headers.
+
+Every request is recorded (headers and JSON body) so tests assert on what the
+model was really sent."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Reply:
+    content: list[dict]
+    stop_reason: str = "end_turn"
+    input_tokens: int = 100
+    output_tokens: int = 20
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+
+@dataclass
+class Failure:
+    status: int
+    error_type: str
+    message: str
+    headers: dict = field(default_factory=dict)
+
+
+def text(value: str, **usage) -> Reply:
+    return Reply([{"type": "text", "text": value}], **usage)
+
+
+def tool(name: str, arguments: dict, call_id: str | None = None, say: str = "", **usage):
+    blocks = [{"type": "text", "text": say}] if say else []
+    blocks.append(
+        {
+            "type": "tool_use",
+            "id": call_id or f"toolu_{name}_{id(arguments):x}",
+            "name": name,
+            "input": arguments,
+        }
+    )
+    return Reply(blocks, stop_reason="tool_use", **usage)
+
+
+def overloaded() -> Failure:
+    return Failure(529, "overloaded_error", "Overloaded", {"retry-after-ms": "5"})
+
+
+def rate_limited() -> Failure:
+    return Failure(429, "rate_limit_error", "Slow down", {"retry-after-ms": "5"})
+
+
+def bad_request(message: str = "messages: invalid request") -> Failure:
+    return Failure(400, "invalid_request_error", message)
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict
+    body: dict
+
+    @property
+    def system_text(self) -> str:
+        system = self.body.get("system") or []
+        if isinstance(system, str):
+            return system
+        return "\n".join(block.get("text", "") for block in system)
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [t["name"] for t in self.body.get("tools", [])]
+
+    @property
+    def dump(self) -> str:
+        return json.dumps(self.body)
+
+    @property
+    def agent(self) -> str:
+        marker = "Your name is "
+        text_ = self.system_text
+        if marker not in text_:
+            return ""
+        return text_.split(marker, 1)[1].split(" ", 1)[0]
+
+
+class FakeMessagesAPI:
+    """Start with `with FakeMessagesAPI(script) as api:`; api.url is the base URL.
+
+    The script is a list of Reply/Failure served in order, or a callable taking the
+    Recorded request and returning one."""
+
+    def __init__(self, script: list | Callable[[Recorded], Reply | Failure] | None = None):
+        self.script = script if script is not None else []
+        self.requests: list[Recorded] = []
+        self.lock = threading.Lock()
+        self._counter = 0
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def next_reply(self, request: Recorded):
+        with self.lock:
+            self.requests.append(request)
+            self._counter += 1
+            if callable(self.script):
+                return self.script(request)
+            if not self.script:
+                return Failure(500, "api_error", "The fake server's script ran out.")
+            return self.script.pop(0)
+
+    def _handler_class(self):
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                recorded = Recorded(self.path, dict(self.headers.items()), body)
+                if not self.path.startswith("/v1/messages"):
+                    return self._json(
+                        404,
+                        {
+                            "type": "error",
+                            "error": {"type": "not_found_error", "message": self.path},
+                        },
+                    )
+                reply = api.next_reply(recorded)
+                if isinstance(reply, Failure):
+                    return self._json(
+                        reply.status,
+                        {
+                            "type": "error",
+                            "error": {"type": reply.error_type, "message": reply.message},
+                        },
+                        reply.headers,
+                    )
+                message = {
+                    "id": f"msg_{api._counter:04d}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body.get("model", "claude-test"),
+                    "content": reply.content,
+                    "stop_reason": reply.stop_reason,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": reply.input_tokens,
+                        "output_tokens": reply.output_tokens,
+                        "cache_creation_input_tokens": reply.cache_creation_input_tokens,
+                        "cache_read_input_tokens": reply.cache_read_input_tokens,
+                    },
+                }
+                if body.get("stream"):
+                    return self._stream(message)
+                return self._json(200, message)
+
+            def _json(self, status, payload, headers=None):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, message):
+                events = list(_sse_events(message))
+                data = "".join(
+                    f"event: {name}\ndata: {json.dumps(payload)}\n\n" for name, payload in events
+                ).encode()
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+def _sse_events(message: dict):
+    start = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "usage": {**message["usage"], "output_tokens": 1},
+    }
+    yield "message_start", {"type": "message_start", "message": start}
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            yield (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            )
+            words = block["text"].split(" ")
+            for i in range(0, len(words), 3):
+                chunk = " ".join(words[i : i + 3]) + (" " if i + 3 < len(words) else "")
+                yield (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "text_delta", "text": chunk},
+                    },
+                )
+        else:
+            yield (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": block["id"],
+                        "name": block["name"],
+                        "input": {},
+                    },
+                },
+            )
+            yield (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {
+                        "type": "input_json_delta",
+                        "partial_json": json.dumps(block["input"]),
+                    },
+                },
+            )
+        yield "content_block_stop", {"type": "content_block_stop", "index": index}
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": message["usage"]["output_tokens"]},
+        },
+    )
+    yield "message_stop", {"type": "message_stop"}

@@ -1,0 +1,256 @@
+"""The agent loop against the real anthropic client and a fake Messages API."""
+
+import pytest
+
+from teams import agent_loop, conversation, services, worker
+from teams.models import Message, PMRequest, Team, Turn, TurnStep
+from tests.conftest import drain
+from tests.fakes.messages_api import bad_request, overloaded, rate_limited, text, tool
+
+ALL = {"pass_turn", "peer_message", "peer_discovery"}
+COACH_ONLY = {"ask_pm", "signal_phase_complete"}
+
+
+def per_agent(scripts):
+    """Serve each agent's scripted replies in order, by the name in its system prompt."""
+
+    def reply(request):
+        return scripts[request.agent].pop(0)
+
+    return reply
+
+
+@pytest.fixture
+def conversation_run(team, messages_api):
+    services.anchor_save(team=team, key="output_format", value="static HTML")
+    api = messages_api(
+        per_agent(
+            {
+                "coach": [
+                    text("Welcome. @coder please propose the module layout."),
+                    tool("ask_pm", {"question": "HTML only, or PDF too?"}, "toolu_ask"),
+                ],
+                "researcher": [
+                    tool(
+                        "pass_turn",
+                        {"reason": "nothing to add yet"},
+                        "toolu_pass",
+                        say="SECRET-PASS-TEXT",
+                    ),
+                    text("Noted: HTML only."),
+                ],
+                "coder": [
+                    tool(
+                        "peer_message",
+                        {"to": "reviewer", "content": "check my layout"},
+                        "toolu_peer",
+                    ),
+                    text(
+                        "Layout: parser, renderer, cli.",
+                        input_tokens=300,
+                        output_tokens=40,
+                        cache_read_input_tokens=1000,
+                    ),
+                ],
+                "reviewer": [text("Looks fine to me.")],
+            }
+        )
+    )
+    conversation.team_start(team=team)
+    drain(team)
+    return api
+
+
+def requests_of(api, name):
+    return [r for r in api.requests if r.agent == name]
+
+
+def test_four_agent_conversation_transcript(conversation_run, team):
+    team.refresh_from_db()
+    assert team.status == Team.Status.AWAITING_PM
+    transcript = [
+        (m.speaker, m.kind, m.content)
+        for m in Message.objects.filter(recipient__isnull=True).order_by("id")
+    ]
+    assert transcript == [
+        ("coach", "chat", "Welcome. @coder please propose the module layout."),
+        ("researcher", "pass_note", "(researcher passes: nothing to add yet)"),
+        ("coder", "chat", "Layout: parser, renderer, cli."),
+        ("reviewer", "chat", "Looks fine to me."),
+        ("coach", "chat", "(Requesting PM input: HTML only, or PDF too?)"),
+    ]
+    assert team.turn_count == 5
+    request = PMRequest.objects.get(team=team)
+    assert request.status == "open" and request.question == "HTML only, or PDF too?"
+
+
+def test_pass_notes_and_pass_text_never_reach_the_model(conversation_run):
+    after_pass = conversation_run.requests[2:]
+    assert after_pass
+    for request in after_pass:
+        assert "passes:" not in request.dump
+        assert "SECRET-PASS-TEXT" not in request.dump
+
+
+def test_anchor_block_and_mention_note(conversation_run):
+    for request in conversation_run.requests:
+        assert "<immutable-anchors>" in request.system_text
+        assert "output_format: static HTML" in request.system_text
+    coder_first = requests_of(conversation_run, "coder")[0]
+    assert "coach specifically addressed you with @coder" in coder_first.system_text
+    reviewer = requests_of(conversation_run, "reviewer")[0]
+    assert "specifically addressed you" not in reviewer.system_text
+    # The anchors and the note are outside the cached stable prefix.
+    first_block = coder_first.body["system"][0]
+    assert first_block["cache_control"] == {"type": "ephemeral"}
+    assert "<immutable-anchors>" not in first_block["text"]
+    assert coder_first.body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_no_anchor_block_without_anchors(team, messages_api):
+    api = messages_api([text("Hello.")])
+    conversation.team_start(team=team)
+    drain(team, limit=1)
+    assert "<immutable-anchors>" not in api.requests[0].system_text
+    assert "specifically addressed" not in api.requests[0].system_text
+
+
+def test_each_role_gets_its_toolset(conversation_run):
+    for request in conversation_run.requests:
+        names = set(request.tool_names)
+        assert ALL <= names
+        if request.agent == "coach":
+            assert COACH_ONLY <= names
+        else:
+            assert not names & COACH_ONLY
+        for tool_def in request.body["tools"]:
+            assert tool_def["input_schema"]["type"] == "object"
+
+
+def test_every_tool_use_is_answered_by_a_tool_result(conversation_run):
+    checked = 0
+    for request in conversation_run.requests:
+        messages = request.body["messages"]
+        assert messages[0]["role"] == "user" and messages[-1]["role"] == "user"
+        for i, message in enumerate(messages):
+            if message["role"] != "assistant" or isinstance(message["content"], str):
+                continue
+            uses = {b["id"] for b in message["content"] if b["type"] == "tool_use"}
+            if uses:
+                answered = {
+                    b["tool_use_id"]
+                    for b in messages[i + 1]["content"]
+                    if b["type"] == "tool_result"
+                }
+                assert answered == uses
+                checked += 1
+    assert checked == 1  # the coder's peer_message
+
+
+def test_peer_message_reaches_inbox_and_next_turn(conversation_run, agents):
+    inbox = Message.objects.get(recipient=agents["reviewer"])
+    assert inbox.kind == "peer" and inbox.content == "check my layout"
+    reviewer = requests_of(conversation_run, "reviewer")[0]
+    assert "[Peer message from coder]: check my layout" in reviewer.dump
+    assert "check my layout" not in requests_of(conversation_run, "researcher")[0].dump
+
+
+def test_usage_and_cost_are_recorded(conversation_run, agents):
+    coder_turn = Turn.objects.get(agent=agents["coder"])
+    assert coder_turn.input_tokens == 400
+    assert coder_turn.output_tokens == 60
+    assert coder_turn.cache_read_tokens == 1000
+    assert coder_turn.cost_usd > 0
+    assert coder_turn.steps.count() == 3  # model, tool, model
+
+
+def test_pm_answer_resumes_at_next_speaker_once(conversation_run, team, admin_user):
+    request = PMRequest.objects.get(team=team)
+    conversation.pm_request_answer(request_id=request.id, answer="HTML only.", user=admin_user)
+    with pytest.raises(conversation.Conflict, match="already answered"):
+        conversation.pm_request_answer(request_id=request.id, answer="Second opinion.")
+    team.refresh_from_db()
+    assert team.status == Team.Status.RUNNING
+    queued = Turn.objects.get(team=team, status="queued")
+    assert queued.agent.name == "researcher"
+    drain(team, limit=1)
+    researcher = requests_of(conversation_run, "researcher")[-1]
+    assert "[pm (admin)]: HTML only." in researcher.dump
+    assert "Second opinion" not in researcher.dump
+    assert Message.objects.filter(kind="pm").count() == 1
+
+
+def test_529_then_success_completes_with_one_message(team, messages_api):
+    api = messages_api([overloaded(), rate_limited(), text("Recovered.")])
+    conversation.team_start(team=team)
+    (turn,) = drain(team, limit=1)
+    assert turn.status == Turn.Status.DONE
+    assert len(api.requests) == 3
+    assert api.requests[0].headers.get("Authorization") == "Bearer sk-test-key"
+    assert list(Message.objects.values_list("content", flat=True)) == ["Recovered."]
+    assert turn.steps.count() == 1
+
+
+def test_400_fails_the_turn_and_duplicates_nothing(team, messages_api):
+    api = messages_api([bad_request("messages.0: content is empty")])
+    conversation.team_start(team=team)
+    (turn,) = drain(team, limit=1)
+    assert turn.status == Turn.Status.FAILED
+    assert "400" in turn.error and "content is empty" in turn.error
+    assert len(api.requests) == 1
+    assert turn.steps.count() == 0
+    team.refresh_from_db()
+    assert team.status == Team.Status.PAUSED
+    assert list(Message.objects.values_list("kind", flat=True)) == ["system"]
+    assert not Turn.objects.filter(status__in=["queued", "running"]).exists()
+
+
+class WorkerDied(BaseException):
+    """Raised to stop a worker dead, as a killed process would."""
+
+
+def test_abandoned_turn_is_swept_and_resumes_without_repeating_tools(
+    team, messages_api, monkeypatch
+):
+    api = messages_api(
+        [
+            tool("peer_message", {"to": "coder", "content": "ping"}, "toolu_once"),
+            text("Done after the crash."),
+        ]
+    )
+    conversation.team_start(team=team)
+    turn = Turn.objects.get(status="queued")
+    real_create = TurnStep.objects.create
+
+    def die_after_tool(**kwargs):
+        step = real_create(**kwargs)
+        if kwargs["kind"] == TurnStep.Kind.TOOL:
+            raise WorkerDied
+        return step
+
+    monkeypatch.setattr(TurnStep.objects, "create", die_after_tool)
+    with pytest.raises(WorkerDied):
+        agent_loop.run_turn(turn.id, "doomed-worker")
+    monkeypatch.undo()
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.RUNNING and turn.claimed_by == "doomed-worker"
+    assert worker.sweep()["requeued"] == 0  # its lease has not expired yet
+
+    Turn.objects.filter(pk=turn.pk).update(lease_expires_at=turn.started_at)
+    assert worker.sweep()["requeued"] == 1
+    finished = agent_loop.run_turn(turn.id, "rescuer")
+    assert finished.status == Turn.Status.DONE and finished.attempts == 2
+    assert Message.objects.filter(kind="peer").count() == 1
+    assert len(api.requests) == 2
+    replay = api.requests[1].body["messages"]
+    assert replay[-2]["content"][0]["id"] == "toolu_once"
+    assert replay[-1]["content"][0]["tool_use_id"] == "toolu_once"
+    assert [s.kind for s in finished.steps.order_by("index")] == ["model", "tool", "model"]
+    assert Message.objects.filter(kind="chat").get().content == "Done after the crash."
+
+
+def test_duplicate_wake_up_is_claimed_once(team):
+    conversation.team_start(team=team)
+    turn = Turn.objects.get(status="queued")
+    assert agent_loop.claim(turn.id, "a") is not None
+    assert agent_loop.claim(turn.id, "b") is None

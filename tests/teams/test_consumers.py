@@ -1,0 +1,150 @@
+"""Channels: the team WebSocket and the turn worker, on the in-memory layer."""
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.routing import URLRouter
+from channels.testing import ApplicationCommunicator, WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
+
+from teams import conversation, services
+from teams.consumers import TurnWorkerConsumer
+from teams.models import Message, Team, Turn
+from teams.routing import websocket_urlpatterns
+from tests.conftest import drain
+from tests.fakes.messages_api import text, tool
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def make_team():
+    return services.team_create(
+        slug="alpha",
+        goal="Ship it.",
+        agents=[{"name": "coach", "role": "coach"}, {"name": "researcher", "role": "researcher"}],
+    )
+
+
+def make_user(name, superuser=False):
+    User = get_user_model()
+    if superuser:
+        return User.objects.create_superuser(name, f"{name}@x.test", "pw")
+    return User.objects.create_user(name, f"{name}@x.test", "pw", is_staff=True)
+
+
+def connect(user, slug="alpha"):
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/teams/{slug}/")
+    communicator.scope["user"] = user
+    return communicator
+
+
+async def receive_until(communicator, predicate, limit=30):
+    seen = []
+    for _ in range(limit):
+        event = await communicator.receive_json_from(timeout=5)
+        seen.append(event)
+        if predicate(event):
+            return seen
+    raise AssertionError(f"not seen in {seen}")
+
+
+async def test_client_sees_messages_and_passes_of_a_running_team(messages_api):
+    messages_api([text("Hello @researcher."), tool("pass_turn", {"reason": "agree"})])
+    team = await database_sync_to_async(make_team)()
+    user = await database_sync_to_async(make_user)("boss", superuser=True)
+    communicator = connect(user)
+    connected, _ = await communicator.connect()
+    assert connected
+    hello = await communicator.receive_json_from()
+    assert hello == {
+        "event": "team.status",
+        "status": "idle",
+        "phase": "refinement",
+        "turn_count": 0,
+    }
+
+    def run_two_turns():
+        conversation.team_start(team=team)
+        drain(team, limit=2)
+
+    await database_sync_to_async(run_two_turns)()
+    seen = await receive_until(
+        communicator,
+        lambda e: e["event"] == "message.created" and e["message"]["kind"] == "pass_note",
+    )
+    kinds = [e["event"] for e in seen]
+    assert "turn.started" in kinds and "text.delta" in kinds and "turn.finished" in kinds
+    chat = [e["message"] for e in seen if e["event"] == "message.created"]
+    assert chat[0]["speaker"] == "coach" and chat[0]["content"] == "Hello @researcher."
+    assert chat[-1]["content"] == "(researcher passes: agree)"
+    deltas = "".join(e["text"] for e in seen if e["event"] == "text.delta")
+    assert deltas == "Hello @researcher."
+    await communicator.disconnect()
+
+
+async def test_anonymous_client_is_refused():
+    await database_sync_to_async(make_team)()
+    communicator = connect(AnonymousUser())
+    connected, code = await communicator.connect()
+    assert not connected and code == 4403
+
+
+async def test_manager_of_another_team_is_refused():
+    def setup():
+        make_team()
+        other = services.team_create(slug="beta")
+        user = make_user("bob")
+        other.managers.add(user)
+        return user
+
+    user = await database_sync_to_async(setup)()
+    connected, _ = await connect(user, "alpha").connect()
+    assert not connected
+    communicator = connect(user, "beta")
+    connected, _ = await communicator.connect()
+    assert connected
+    await communicator.disconnect()
+
+
+async def test_full_asgi_stack_refuses_anonymous_websocket():
+    from loomsite.asgi import application
+
+    await database_sync_to_async(make_team)()
+    communicator = WebsocketCommunicator(
+        application,
+        "/ws/teams/alpha/",
+        headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")],
+    )
+    connected, _ = await communicator.connect()
+    assert not connected
+
+
+async def test_worker_runs_a_woken_turn_once_despite_duplicate_wake_ups(messages_api):
+    api = messages_api([text("Only once.")])
+
+    def start():
+        team = make_team()
+        Team.objects.filter(pk=team.pk).update(max_turns=1)
+        team.refresh_from_db()
+        conversation.team_start(team=team)
+        return Turn.objects.get(status="queued").id
+
+    turn_id = await database_sync_to_async(start)()
+    worker = ApplicationCommunicator(
+        TurnWorkerConsumer.as_asgi(), {"type": "channel", "channel": "loom.turns"}
+    )
+    await worker.send_input({"type": "turn.queued", "turn_id": turn_id})
+    await worker.send_input({"type": "turn.queued", "turn_id": turn_id})
+    for _ in range(100):
+        status = await sync_to_async(lambda: Turn.objects.get(pk=turn_id).status)()
+        if status == "done":
+            break
+        await asyncio.sleep(0.05)
+    assert status == "done"
+    await asyncio.sleep(0.2)
+    assert await database_sync_to_async(Message.objects.filter(kind="chat").count)() == 1
+    assert len(api.requests) == 1
+    worker.stop()

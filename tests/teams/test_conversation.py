@@ -1,0 +1,78 @@
+import pytest
+
+from teams import conversation, services
+from teams.errors import Conflict, InvalidInput, NotFound
+from teams.models import Message, Team, Turn
+from tests.conftest import drain
+
+
+def test_start_enqueues_first_speaker_once(team):
+    conversation.team_start(team=team)
+    with pytest.raises(Conflict, match="already running"):
+        conversation.team_start(team=team)
+    (turn,) = Turn.objects.filter(status="queued")
+    assert turn.agent.name == "coach" and turn.number == 1 and turn.phase == "refinement"
+
+
+def test_round_robin_includes_coach_and_skips_external(team):
+    services.agent_create(team=team, name="bot", role="external")
+    conversation.team_start(team=team)
+    drain(team, limit=6)
+    speakers = list(Turn.objects.order_by("id").values_list("agent__name", flat=True))
+    assert speakers[:6] == ["coach", "researcher", "coder", "reviewer", "coach", "researcher"]
+
+
+def test_pause_withdraws_queued_turn_and_resume_continues(team):
+    conversation.team_start(team=team)
+    drain(team, limit=1)
+    conversation.team_pause(team=team)
+    assert not Turn.objects.filter(status="queued").exists()
+    drain(team)
+    assert Turn.objects.filter(status="done").count() == 1
+    with pytest.raises(Conflict):
+        conversation.team_pause(team=team)
+    conversation.team_resume(team=team)
+    assert Turn.objects.get(status="queued").agent.name == "researcher"
+
+
+def test_turn_budget_pauses_the_team(team):
+    Team.objects.filter(pk=team.pk).update(max_turns=3)
+    team.refresh_from_db()
+    conversation.team_start(team=team)
+    drain(team)
+    team.refresh_from_db()
+    assert team.turn_count == 3 and team.status == Team.Status.PAUSED
+    assert "Turn budget reached" in Message.objects.filter(kind="system").last().content
+
+
+def test_pm_post_and_answer_validation(team, agents):
+    with pytest.raises(InvalidInput):
+        conversation.pm_message_post(team=team, content="  ")
+    message = conversation.pm_message_post(team=team, content="Focus on HTML.")
+    assert message.kind == "pm" and message.speaker == "pm"
+    with pytest.raises(NotFound):
+        conversation.pm_request_answer(request_id=999, answer="x")
+    request = conversation.pm_request_ask(team=team, agent=agents["coach"], question="?", turn=None)
+    with pytest.raises(InvalidInput):
+        conversation.pm_request_answer(request_id=request.id, answer="")
+
+
+def test_phase_complete_advances_and_summary_carries_over(team, agents):
+    conversation.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
+    team.refresh_from_db()
+    assert team.phase == "planning"
+    from teams import prompts
+
+    history = prompts.history_messages(agents["coder"], team)
+    assert [m.kind for m in history] == ["phase_summary", "system"]
+    assert "Scope agreed." in history[0].content
+
+
+def test_last_phase_complete_makes_team_done(db):
+    team = services.team_create(
+        slug="solo", phases=["only"], agents=[{"name": "c", "role": "coach"}]
+    )
+    conversation.team_start(team=team)
+    conversation.phase_complete(team=team, agent=team.agents.get(), summary="All done.")
+    team.refresh_from_db()
+    assert team.status == Team.Status.DONE
