@@ -18,7 +18,10 @@ SQLITE_OPTIONS = {
     # timeout instead of failing with "database is locked" on lock upgrade.
     "transaction_mode": "IMMEDIATE",
     "timeout": 20,
-    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    "init_command": (
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+        "PRAGMA cache_size=-32000; PRAGMA temp_store=MEMORY;"
+    ),
 }
 
 
@@ -134,3 +137,15 @@ def parse_model(value: str | None, name: str, default: str) -> str:
     if any(c.isspace() for c in model) or len(model) > 100:
         raise ImproperlyConfigured(f"{name}={value!r} is not a model id.")
     return model
+
+
+def parse_seconds(value: str | None, name: str, default: float) -> float:
+    if value is None or not value.strip():
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number of seconds.") from None
+    if not 0 <= seconds <= 60:
+        raise ImproperlyConfigured(f"{name}={value!r} must be between 0 and 60 seconds.")
+    return seconds

@@ -71,6 +71,9 @@ if (
 REDIS_URL = os.environ.get("LOOM_REDIS_URL") or None
 CHANNEL_LAYERS = {"default": env.parse_redis_url(REDIS_URL, "LOOM_REDIS_URL")}
 
+LOOM_OFFLINE_DELAY = env.parse_seconds(
+    os.environ.get("LOOM_OFFLINE_DELAY"), "LOOM_OFFLINE_DELAY", default=1.0
+)
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY") or None
 ANTHROPIC_BASE_URL = env.parse_url(os.environ.get("ANTHROPIC_BASE_URL"), "ANTHROPIC_BASE_URL")
 LOOM_MODEL = env.parse_model(os.environ.get("LOOM_MODEL"), "LOOM_MODEL", "claude-sonnet-4-6")

@@ -1,6 +1,8 @@
+from django import forms
 from django.contrib import admin, messages
 
-from teams import selectors, services
+from teams import conversation, selectors, services
+from teams.errors import LoomError
 from teams.models import (
     Agent,
     Anchor,
@@ -53,6 +55,28 @@ class TeamAdmin(admin.ModelAdmin):
     readonly_fields = ("turn_count", "usage_totals", "created_at", "updated_at")
     filter_horizontal = ("managers",)
     inlines = (AgentInline, AnchorInline)
+    actions = ("start_teams", "pause_teams", "resume_teams")
+
+    def _run(self, request, queryset, service, verb):
+        for team in queryset:
+            try:
+                service(team=team)
+            except LoomError as exc:
+                self.message_user(request, f"{team.slug}: {exc.message}", messages.ERROR)
+            else:
+                self.message_user(request, f"{team.slug}: {verb}.", messages.SUCCESS)
+
+    @admin.action(description="Start the selected teams")
+    def start_teams(self, request, queryset):
+        self._run(request, queryset, conversation.team_start, "started")
+
+    @admin.action(description="Pause the selected teams")
+    def pause_teams(self, request, queryset):
+        self._run(request, queryset, conversation.team_pause, "paused")
+
+    @admin.action(description="Resume the selected teams")
+    def resume_teams(self, request, queryset):
+        self._run(request, queryset, conversation.team_resume, "resumed")
 
     @admin.display(description="phase")
     def phase_name(self, obj):
@@ -203,13 +227,51 @@ class AnchorRevisionAdmin(HistoryAdminMixin, admin.ModelAdmin):
     list_select_related = ("anchor", "anchor__team")
 
 
+class PMRequestAnswerForm(forms.ModelForm):
+    """Answering goes through the service: the answer joins the conversation and the
+    team resumes; a request answered meanwhile is a form error, not a second answer."""
+
+    class Meta:
+        model = PMRequest
+        fields = ("answer",)
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.instance.pk and self.instance.status != PMRequest.Status.OPEN:
+            raise forms.ValidationError(f"This PM request was already {self.instance.status}.")
+        if not (cleaned.get("answer") or "").strip():
+            self.add_error("answer", "Write the answer the team should get.")
+        return cleaned
+
+
 @admin.register(PMRequest)
 class PMRequestAdmin(admin.ModelAdmin):
     list_display = ("id", "team", "agent", "status", "question", "created_at", "answered_at")
     list_filter = ("status", "team")
     search_fields = ("question", "answer")
     list_select_related = ("team", "agent")
-    readonly_fields = ("team", "agent", "turn", "question", "answered_by", "answered_at")
+    form = PMRequestAnswerForm
+    readonly_fields = ("team", "agent", "turn", "question", "status", "answered_by", "answered_at")
+    fields = ("team", "agent", "question", "status", "answer", "answered_by", "answered_at")
+
+    def has_add_permission(self, request):
+        return False
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None and obj.status != PMRequest.Status.OPEN:
+            return (*self.readonly_fields, "answer")
+        return self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        try:
+            conversation.pm_request_answer(
+                request_id=obj.pk, answer=form.cleaned_data["answer"], user=request.user
+            )
+        except LoomError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+        else:
+            self.message_user(request, f"Answer sent; team {obj.team.slug} resumes.")
+        obj.refresh_from_db()
 
 
 @admin.register(ConsultantProfile)

@@ -13,7 +13,8 @@ import time
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F, Max
+from django.db.models import F, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from teams import conversation, events, prompts
@@ -33,12 +34,16 @@ DELTA_FLUSH_SECONDS = 0.1
 def claim(turn_id: int, worker: str) -> Turn | None:
     """Take a queued turn. Exactly one of any number of racing workers gets it."""
     now = timezone.now()
+    # The context snapshot is fixed at the first claim: a resumed turn sees what
+    # the first attempt saw.
+    newest = Message.objects.filter(team_id=OuterRef("team_id")).order_by("-id").values("id")[:1]
     claimed = Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED).update(
         status=Turn.Status.RUNNING,
         claimed_by=worker,
         lease_expires_at=now + LEASE,
         attempts=F("attempts") + 1,
         started_at=now,
+        snapshot_message_id=Coalesce(F("snapshot_message_id"), Subquery(newest), Value(0)),
     )
     if not claimed:
         return None
@@ -91,10 +96,7 @@ def _still_mine(turn: Turn, worker: str):
 
 def execute(turn: Turn, worker: str) -> None:
     team, agent = turn.team, turn.agent
-    if turn.snapshot_message_id is None:
-        newest = Message.objects.filter(team=team).aggregate(m=Max("id"))["m"] or 0
-        turn.snapshot_message_id = newest
-        Turn.objects.filter(pk=turn.pk).update(snapshot_message_id=newest)
+    if turn.attempts == 1:
         events.publish(
             team.id, "turn.started", turn_id=turn.id, agent=agent.name, number=turn.number
         )
@@ -108,8 +110,9 @@ def execute(turn: Turn, worker: str) -> None:
     model = get_model()
 
     # Replay what an earlier attempt already did.
-    steps = list(turn.steps.order_by("index"))
+    steps = list(turn.steps.order_by("index")) if turn.attempts > 1 else []
     last_model: list[dict] | None = None
+    replies: list[list[dict]] = []  # every model response's content, in order
     results: list[dict] = []
     model_calls = 0
     for step in steps:
@@ -118,6 +121,7 @@ def execute(turn: Turn, worker: str) -> None:
                 messages.append({"role": "user", "content": results})
             messages.append({"role": "assistant", "content": step.content})
             last_model, results, model_calls = step.content, [], model_calls + 1
+            replies.append(step.content)
         else:
             results.extend(step.content)
     next_index = len(steps)
@@ -145,7 +149,6 @@ def execute(turn: Turn, worker: str) -> None:
                 )
                 next_index += 1
                 results.append(block)
-                _renew(turn, worker)
             messages.append({"role": "user", "content": results})
             ended = _ending_call(uses, results)
             results = []
@@ -187,15 +190,18 @@ def execute(turn: Turn, worker: str) -> None:
                 cost_usd=F("cost_usd") + cost,
                 lease_expires_at=timezone.now() + LEASE,
             )
+            if cost:
+                Team.objects.filter(pk=team.pk).update(spent_usd=F("spent_usd") + cost)
         next_index += 1
         model_calls += 1
         messages.append({"role": "assistant", "content": reply.content})
         last_model = reply.content
+        replies.append(reply.content)
 
     text = "\n\n".join(
         b["text"].strip()
-        for step in turn.steps.filter(kind=TurnStep.Kind.MODEL).order_by("index")
-        for b in step.content
+        for content in replies
+        for b in content
         if b.get("type") == "text" and b.get("text", "").strip()
     )
     finish(turn, worker, ctx, text)
@@ -213,14 +219,10 @@ def _ending_call(uses: list[dict], results: list[dict]) -> tuple[str, str] | Non
     return None
 
 
-def _renew(turn: Turn, worker: str) -> None:
-    _still_mine(turn, worker).update(lease_expires_at=timezone.now() + LEASE)
-
-
 @transaction.atomic
 def finish(turn: Turn, worker: str, ctx: ToolContext, text: str) -> None:
     """Log the turn's outcome in the conversation and hand over the floor, at once."""
-    agent, team = turn.agent, Team.objects.get(pk=turn.team_id)
+    agent, team = turn.agent, turn.team
     if ctx.ended_by == "pass_turn" or (not text and not ctx.ended_by):
         reason = ctx.end_reason if ctx.ended_by == "pass_turn" else "no response"
         outcome = Turn.Outcome.PASS
@@ -244,18 +246,16 @@ def finish(turn: Turn, worker: str, ctx: ToolContext, text: str) -> None:
         )
         if text:
             conversation.post(team, text, author=agent, turn=turn, phase=turn.phase)
+    finished_at = timezone.now()
     owned = _still_mine(turn, worker).update(
-        status=Turn.Status.DONE,
-        outcome=outcome,
-        finished_at=timezone.now(),
-        lease_expires_at=None,
+        status=Turn.Status.DONE, outcome=outcome, finished_at=finished_at, lease_expires_at=None
     )
     if not owned:
         # The lease expired and another worker took the turn over: it will log it.
         transaction.set_rollback(True)
         log.warning("Turn %s was taken over by another worker; dropping this result", turn.id)
         return
-    turn.refresh_from_db()
+    turn.status, turn.outcome, turn.finished_at = Turn.Status.DONE, outcome, finished_at
     conversation.turn_finished(turn=turn)
 
 

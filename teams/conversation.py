@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from teams import events
@@ -72,17 +72,21 @@ def rotation(team: Team) -> list[Agent]:
     return list(team.agents.exclude(role=Agent.Role.EXTERNAL).order_by("position", "id"))
 
 
-def next_speaker(team: Team) -> Agent | None:
+def next_speaker(team: Team, after: Agent | None = None) -> Agent | None:
+    """The agent after `after` (default: the last conversation speaker) in the rotation."""
     speakers = rotation(team)
     if not speakers:
         return None
-    last = (
-        Turn.objects.filter(team=team, purpose=Turn.Purpose.CONVERSATION)
-        .exclude(status=Turn.Status.CANCELLED)
-        .order_by("-id")
-        .values_list("agent_id", flat=True)
-        .first()
-    )
+    if after is not None:
+        last = after.id
+    else:
+        last = (
+            Turn.objects.filter(team=team, purpose=Turn.Purpose.CONVERSATION)
+            .exclude(status=Turn.Status.CANCELLED)
+            .order_by("-id")
+            .values_list("agent_id", flat=True)
+            .first()
+        )
     ids = [a.id for a in speakers]
     if last not in ids:
         return speakers[0]
@@ -93,21 +97,14 @@ def budget_exhausted(team: Team) -> str:
     """Why the team may not take another turn, or "" when it may."""
     if team.turn_count >= team.max_turns:
         return f"Turn budget reached ({team.turn_count} of {team.max_turns} turns)."
-    from teams.selectors import team_usage_totals
-
-    spent = team_usage_totals(team=team)["cost_usd"]
-    if spent and spent >= team.max_cost_usd:
-        return f"Cost budget reached (${spent:.4f} of ${team.max_cost_usd:.4f})."
+    if team.spent_usd >= team.max_cost_usd:
+        return f"Cost budget reached (${team.spent_usd:.4f} of ${team.max_cost_usd:.4f})."
     return ""
 
 
-def _enqueue_next(team: Team) -> Turn | None:
+def _enqueue_next(team: Team, after: Agent | None = None) -> Turn | None:
     """Queue the next speaker's turn if the team is running and has budget."""
     if team.status != Team.Status.RUNNING:
-        return None
-    if Turn.objects.filter(
-        team=team, purpose=Turn.Purpose.CONVERSATION, status__in=ACTIVE_TURN
-    ).exists():
         return None
     reason = budget_exhausted(team)
     if reason:
@@ -119,7 +116,7 @@ def _enqueue_next(team: Team) -> Turn | None:
         )
         set_status(team, Team.Status.PAUSED)
         return None
-    agent = next_speaker(team)
+    agent = next_speaker(team, after)
     if agent is None:
         post(
             team,
@@ -129,8 +126,11 @@ def _enqueue_next(team: Team) -> Turn | None:
         )
         set_status(team, Team.Status.PAUSED)
         return None
-    if Turn.objects.filter(agent=agent, status__in=ACTIVE_TURN).exists():
-        return None  # the agent is busy with an inbox turn; its finish enqueues again
+    # One conversation turn at a time, and the speaker may be busy with an inbox
+    # turn (whose finish hands the floor on again).
+    busy = Q(team=team, purpose=Turn.Purpose.CONVERSATION) | Q(agent=agent)
+    if Turn.objects.filter(busy, status__in=ACTIVE_TURN).exists():
+        return None
     turn = Turn.objects.create(
         team=team,
         agent=agent,
@@ -273,11 +273,10 @@ def phase_complete(*, team: Team, agent: Agent, summary: str) -> Team:
 @transaction.atomic
 def turn_finished(*, turn: Turn) -> None:
     """Count the turn and hand the floor to the next speaker."""
-    team = _lock(turn.team)
     Agent.objects.filter(pk=turn.agent_id).update(turns=F("turns") + 1)
     if turn.purpose == Turn.Purpose.CONVERSATION:
-        team.turn_count = F("turn_count") + 1
-        team.save(update_fields=["turn_count", "updated_at"])
-        team.refresh_from_db()
+        Team.objects.filter(pk=turn.team_id).update(turn_count=F("turn_count") + 1)
+    team = _lock(turn.team)
     events.publish(team.id, "turn.finished", **turn_finished_payload(turn, team))
-    _enqueue_next(team)
+    if turn.purpose == Turn.Purpose.CONVERSATION:
+        _enqueue_next(team, after=turn.agent)

@@ -64,6 +64,9 @@ class Team(models.Model):
         max_digits=10, decimal_places=4, default=Decimal("5.0000"), help_text="Cost budget."
     )
     turn_count = models.PositiveIntegerField(default=0)
+    spent_usd = models.DecimalField(
+        max_digits=12, decimal_places=6, default=Decimal("0"), help_text="Cost of all turns."
+    )
     managers = models.ManyToManyField(
         settings.AUTH_USER_MODEL, blank=True, related_name="managed_teams"
     )
@@ -353,6 +356,7 @@ class Message(models.Model):
         indexes = [
             models.Index(fields=["team", "phase", "id"], name="message_conversation_idx"),
             models.Index(fields=["recipient", "id"], name="message_inbox_idx"),
+            models.Index(fields=["team", "kind", "id"], name="message_team_kind_idx"),
         ]
 
     def __str__(self):

@@ -8,7 +8,10 @@ says it comes from the offline model."""
 from __future__ import annotations
 
 import re
+import time
 import zlib
+
+from django.conf import settings
 
 from teams.model_client import OFFLINE_MODEL, ModelReply, Usage
 
@@ -72,8 +75,9 @@ class OfflineModel:
                 input_tokens,
             )
         if role == "coach" and "signal_phase_complete" in tool_names and pm_seen:
-            after_pm = transcript.rsplit("[pm", 1)[-1].count("\n[")
-            if after_pm >= 6:
+            # Lines since the phase began or the PM last spoke.
+            mark = max(transcript.rfind("[pm"), transcript.rfind("Phase advanced to"))
+            if transcript[mark:].count("\n[") >= 8:
                 summary = "PM input received. The team agreed on scope and next steps."
                 return self._tool("signal_phase_complete", {"summary": summary}, input_tokens)
         seed = zlib.crc32(f"{name}:{lines}:{len(transcript)}".encode())
@@ -83,13 +87,22 @@ class OfflineModel:
             )
         options = LINES.get(role, DEFAULT_LINES)
         text = f"{options[seed % len(options)]} (offline model)"
-        if on_text is not None:
-            words = text.split(" ")
-            for i in range(0, len(words), 6):
-                on_text(" ".join(words[i : i + 6]) + (" " if i + 6 < len(words) else ""))
+        words = text.split(" ")
+        chunks = [
+            " ".join(words[i : i + 4]) + (" " if i + 4 < len(words) else "")
+            for i in range(0, len(words), 4)
+        ]
+        for chunk in chunks:
+            # Paced like a real model so people can watch the demo; 0 in tests and bench.
+            if settings.LOOM_OFFLINE_DELAY:
+                time.sleep(settings.LOOM_OFFLINE_DELAY / len(chunks))
+            if on_text is not None:
+                on_text(chunk)
         return self._reply([{"type": "text", "text": text}], "end_turn", input_tokens)
 
     def _tool(self, name, arguments, input_tokens):
+        if settings.LOOM_OFFLINE_DELAY:
+            time.sleep(settings.LOOM_OFFLINE_DELAY / 2)
         call_id = f"toolu_offline_{zlib.crc32(repr((name, arguments)).encode()):08x}"
         block = {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
         return self._reply([block], "tool_use", input_tokens)

@@ -95,16 +95,18 @@ def anchors_block(team: Team) -> str:
 def history_messages(agent: Agent, team: Team, until_id: int | None = None) -> list[Message]:
     """The phase's conversation and the agent's inbox, minus pass notes, other agents'
     tool chatter and what this agent offloaded."""
-    conversation = Q(recipient__isnull=True) & (
-        Q(kind__in=CONVERSATION_KINDS, phase=team.phase) | Q(kind=Message.Kind.PHASE_SUMMARY)
+    # Three indexed terms (phase conversation, summaries, inbox) so the database
+    # reads only these rows, however long the team has been talking.
+    phase_conversation = Q(
+        team=team, phase=team.phase, recipient__isnull=True, kind__in=CONVERSATION_KINDS
     )
+    summaries = Q(team=team, kind=Message.Kind.PHASE_SUMMARY)
     inbox = Q(recipient=agent)
     messages = (
-        Message.objects.filter(team=team)
-        .filter(conversation | inbox)
+        Message.objects.filter(phase_conversation | summaries | inbox)
         .exclude(kind=Message.Kind.PASS_NOTE)
         .exclude(keeper_entries__keeper__agent=agent)
-        .select_related("author", "recipient")
+        .select_related("author")
         .order_by("id")
     )
     if until_id is not None:

@@ -3,6 +3,11 @@ import pytest
 from teams import services
 
 
+@pytest.fixture(autouse=True)
+def fast_offline_model(settings):
+    settings.LOOM_OFFLINE_DELAY = 0
+
+
 @pytest.fixture
 def team(db):
     return services.team_create(

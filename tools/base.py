@@ -60,6 +60,15 @@ class Tool:
 
     @classmethod
     def definition(cls) -> dict:
+        # Built once per class: the schema never changes at run time.
+        cached = cls.__dict__.get("_definition")
+        if cached is None:
+            cached = cls._build_definition()
+            cls._definition = cached
+        return cached
+
+    @classmethod
+    def _build_definition(cls) -> dict:
         schema = cls.Params.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():

@@ -92,6 +92,12 @@ class TestScalars:
         with pytest.raises(ImproperlyConfigured, match="ANTHROPIC_BASE_URL"):
             env.parse_url("ftp://x", "ANTHROPIC_BASE_URL")
 
+    def test_seconds(self):
+        assert env.parse_seconds(None, "LOOM_OFFLINE_DELAY", 1.0) == 1.0
+        assert env.parse_seconds("0.25", "LOOM_OFFLINE_DELAY", 1.0) == 0.25
+        with pytest.raises(ImproperlyConfigured, match="LOOM_OFFLINE_DELAY"):
+            env.parse_seconds("soon", "LOOM_OFFLINE_DELAY", 1.0)
+
     def test_model(self):
         assert env.parse_model(None, "LOOM_MODEL", "claude-x") == "claude-x"
         assert env.parse_model("claude-haiku-4-5", "LOOM_MODEL", "d") == "claude-haiku-4-5"
@@ -122,6 +128,7 @@ def _start(extra_env):
         ("LOOM_ALLOWED_HOSTS", ","),
         ("ANTHROPIC_BASE_URL", "not a url"),
         ("LOOM_MODEL", "a model"),
+        ("LOOM_OFFLINE_DELAY", "-1"),
     ],
 )
 def test_bad_value_stops_start_up_naming_the_variable(name, value, tmp_path):

@@ -88,3 +88,40 @@ def test_admin_add_duplicate_agent_is_a_form_error(admin_client, team):
     assert response.status_code == 200
     assert response.context["adminform"].form.errors
     assert team.agents.filter(name="coder").count() == 1
+
+
+def test_admin_start_pause_resume_actions(admin_client, team):
+    url = reverse("admin:teams_team_changelist")
+    admin_client.post(url, {"action": "start_teams", "_selected_action": [team.pk]})
+    team.refresh_from_db()
+    assert team.status == "running"
+    response = admin_client.post(
+        url, {"action": "start_teams", "_selected_action": [team.pk]}, follow=True
+    )
+    assert "already running" in response.content.decode()
+    admin_client.post(url, {"action": "pause_teams", "_selected_action": [team.pk]})
+    team.refresh_from_db()
+    assert team.status == "paused"
+    admin_client.post(url, {"action": "resume_teams", "_selected_action": [team.pk]})
+    team.refresh_from_db()
+    assert team.status == "running"
+
+
+def test_admin_answers_pm_request_once(admin_client, team, agents):
+    from teams import conversation
+    from teams.models import PMRequest
+
+    conversation.team_start(team=team)
+    request = conversation.pm_request_ask(
+        team=team, agent=agents["coach"], question="Scope?", turn=None
+    )
+    url = reverse("admin:teams_pmrequest_change", args=[request.pk])
+    response = admin_client.post(url, {"answer": ""})
+    assert response.status_code == 200 and response.context["adminform"].form.errors
+    admin_client.post(url, {"answer": "Keep it small."})
+    request.refresh_from_db()
+    assert request.status == "answered" and request.answered_by.username == "admin"
+    assert Message.objects.filter(kind="pm", content="Keep it small.").count() == 1
+    response = admin_client.post(url, {"answer": "Again"})
+    assert Message.objects.filter(kind="pm").count() == 1
+    assert PMRequest.objects.get(pk=request.pk).answer == "Keep it small."

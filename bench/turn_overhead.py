@@ -1,0 +1,109 @@
+"""Orchestration overhead per turn: a 4-agent team on the offline model for 1,000 turns.
+
+Orchestration is a whole turn (claim, prompt building, tool dispatch, persistence,
+events, hand-over) minus the time inside the model's respond(), which stands in
+for Claude. Prints its median and p95 for the first and the last 100 turns, their
+ratio, the whole-turn median for reference, and the process's peak memory.
+Targets: median under 10 ms on SQLite; last 100 no more than 1.2x the first 100.
+
+Run: .venv/bin/python bench/turn_overhead.py [--turns 1000]
+(uses a fresh SQLite database in a temporary folder unless LOOM_DATABASE_URL is set)
+"""
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=1000)
+    args = parser.parse_args()
+
+    os.environ.setdefault("LOOM_DATA_DIR", tempfile.mkdtemp(prefix="loom-bench-"))
+    os.environ["LOOM_OFFLINE_DELAY"] = "0"
+    os.environ.pop("ANTHROPIC_API_KEY", None)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loomsite.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    call_command("migrate", verbosity=0)
+    from teams import agent_loop, conversation, selectors, services
+    from teams.models import Team, Turn
+    from teams.offline_model import OfflineModel
+
+    model_seconds = [0.0]
+    respond = OfflineModel.respond
+
+    def timed_respond(self, **kwargs):
+        start = time.perf_counter()
+        try:
+            return respond(self, **kwargs)
+        finally:
+            model_seconds[0] += time.perf_counter() - start
+
+    OfflineModel.respond = timed_respond
+
+    team = services.team_create(
+        slug=f"bench-{int(time.time())}",
+        goal="Benchmark the orchestration.",
+        phases=[f"phase-{i}" for i in range(1000)],
+        max_turns=args.turns,
+        agents=[
+            {"name": "coach", "role": "coach"},
+            {"name": "researcher", "role": "researcher"},
+            {"name": "coder", "role": "coder"},
+            {"name": "reviewer", "role": "reviewer"},
+        ],
+    )
+    Team.objects.filter(pk=team.pk).update(max_cost_usd=100_000)
+    conversation.team_start(team=team)
+    durations, whole = [], []
+    outcomes = {}
+    while len(durations) < args.turns:
+        turn = Turn.objects.filter(team=team, status=Turn.Status.QUEUED).first()
+        if turn is None:
+            request = selectors.team_open_pm_request(team=team)
+            if request is None:
+                break
+            conversation.pm_request_answer(request_id=request.id, answer="Go with HTML.")
+            continue
+        model_seconds[0] = 0.0
+        start = time.perf_counter()
+        done = agent_loop.run_turn(turn.id, "bench")
+        elapsed = time.perf_counter() - start
+        whole.append(elapsed * 1000)
+        durations.append((elapsed - model_seconds[0]) * 1000)
+        outcomes[done.outcome] = outcomes.get(done.outcome, 0) + 1
+
+    def summary(values):
+        ordered = sorted(values)
+        return statistics.median(ordered), ordered[int(len(ordered) * 0.95) - 1]
+
+    first, last = summary(durations[:100]), summary(durations[-100:])
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"database: {connection.vendor}; turns run: {len(durations)}; outcomes: {outcomes}")
+    print("orchestration time per turn (whole turn minus time inside the model):")
+    print(f"first 100 turns: median {first[0]:.2f} ms, p95 {first[1]:.2f} ms")
+    print(f"last 100 turns:  median {last[0]:.2f} ms, p95 {last[1]:.2f} ms")
+    print(f"last/first median ratio: {last[0] / first[0]:.2f}")
+    print(
+        f"all turns: median {statistics.median(durations):.2f} ms orchestration, "
+        f"{statistics.median(whole):.2f} ms whole turn with the offline model"
+    )
+    print(f"peak memory (max RSS): {peak_mb:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()
