@@ -111,9 +111,12 @@ def parse_redis_url(value: str | None, name: str) -> dict:
         )
     if parts.scheme != "unix" and not parts.hostname:
         raise ImproperlyConfigured(f"{name}: a redis URL needs a host.")
+    # redis-py 8 reads with a 5 s socket timeout, the same 5 s channels-redis blocks in
+    # BZPOPMIN for: idle workers then die with "Timeout reading". Read longer than that.
+    host = {"address": value.strip(), "socket_timeout": 30}
     return {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [value.strip()], "capacity": 1000, "expiry": 60},
+        "CONFIG": {"hosts": [host], "capacity": 1000, "expiry": 60},
     }
 
 

@@ -58,7 +58,10 @@ class TestRedisUrl:
     def test_set_is_channels_redis(self):
         layer = env.parse_redis_url("redis://127.0.0.1:6379/2", "LOOM_REDIS_URL")
         assert layer["BACKEND"] == "channels_redis.core.RedisChannelLayer"
-        assert layer["CONFIG"]["hosts"] == ["redis://127.0.0.1:6379/2"]
+        (host,) = layer["CONFIG"]["hosts"]
+        assert host["address"] == "redis://127.0.0.1:6379/2"
+        # Longer than channels-redis's 5 s blocking pop, or idle workers crash.
+        assert host["socket_timeout"] > 5
 
     @pytest.mark.parametrize("value", ["http://x", "redis://:99999999", "redis://"])
     def test_bad_values(self, value):
