@@ -88,11 +88,14 @@ def parse_database_url(value: str | None, name: str, data_dir: Path) -> dict:
 
 
 def _sqlite(path) -> dict:
+    # Tests use a file beside the database, not shared-cache memory: only a file
+    # gives threads WAL and the busy timeout, as in production.
+    test_name = None if path == ":memory:" else str(Path(path).with_name(f"test-{Path(path).name}"))
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": str(path),
         "OPTIONS": dict(SQLITE_OPTIONS),
-        "TEST": {"NAME": None},
+        "TEST": {"NAME": test_name},
     }
 
 

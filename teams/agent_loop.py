@@ -17,9 +17,10 @@ from django.db.models import F, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from teams import conversation, events, prompts
-from teams.model_client import ModelError, cost_of, get_model
+from teams import conversation, events, keepers, prompts, questions
+from teams.model_client import ModelError, get_model
 from teams.models import Message, Team, Turn, TurnStep
+from teams.usage import turn_add_usage
 from tools import registry
 from tools.base import ToolContext
 
@@ -101,6 +102,8 @@ def execute(turn: Turn, worker: str) -> None:
             team.id, "turn.started", turn_id=turn.id, agent=agent.name, number=turn.number
         )
     prompt = prompts.build(agent, team, until_id=turn.snapshot_message_id)
+    if turn.attempts == 1:
+        prompt = _offload_when_over_budget(turn, prompt)
     tools = registry.toolset(agent, team)
     definitions = registry.definitions(tools)
     if definitions:
@@ -171,7 +174,6 @@ def execute(turn: Turn, worker: str) -> None:
             fail(turn, worker, str(exc))
             return
         relay.flush()
-        cost = cost_of(reply.model, reply.usage)
         with transaction.atomic():
             TurnStep.objects.create(
                 turn=turn,
@@ -180,18 +182,7 @@ def execute(turn: Turn, worker: str) -> None:
                 content=reply.content,
                 **reply.usage.as_fields(),
             )
-            usage = reply.usage
-            Turn.objects.filter(pk=turn.pk).update(
-                model=reply.model,
-                input_tokens=F("input_tokens") + usage.input_tokens,
-                output_tokens=F("output_tokens") + usage.output_tokens,
-                cache_creation_tokens=F("cache_creation_tokens") + usage.cache_creation_tokens,
-                cache_read_tokens=F("cache_read_tokens") + usage.cache_read_tokens,
-                cost_usd=F("cost_usd") + cost,
-                lease_expires_at=timezone.now() + LEASE,
-            )
-            if cost:
-                Team.objects.filter(pk=team.pk).update(spent_usd=F("spent_usd") + cost)
+            turn_add_usage(turn, reply, renew_lease=LEASE)
         next_index += 1
         model_calls += 1
         messages.append({"role": "assistant", "content": reply.content})
@@ -257,6 +248,50 @@ def finish(turn: Turn, worker: str, ctx: ToolContext, text: str) -> None:
         return
     turn.status, turn.outcome, turn.finished_at = Turn.Status.DONE, outcome, finished_at
     conversation.turn_finished(turn=turn)
+    if turn.purpose == Turn.Purpose.INBOX and questions.pending_inbox(
+        agent, turn.snapshot_message_id or 0
+    ):
+        questions.wake_for_inbox(agent)  # queries that arrived during this turn
+
+
+AUTO_OFFLOAD_AT = 0.8
+AUTO_OFFLOAD_ROUNDS = 3
+
+
+def estimate_tokens(prompt: prompts.Prompt) -> int:
+    """About four characters a token: close enough to decide when to offload."""
+    chars = sum(len(b["text"]) for b in prompt.system)
+    chars += sum(len(m["content"]) for m in prompt.messages if isinstance(m["content"], str))
+    return chars // 4
+
+
+def _offload_when_over_budget(turn: Turn, prompt: prompts.Prompt) -> prompts.Prompt:
+    """Before the first model call: over 80% of the agent's context budget, the oldest
+    part goes to a keeper at a topic boundary and the agent is told in one line."""
+    agent, team = turn.agent, turn.team
+    for _ in range(AUTO_OFFLOAD_ROUNDS):
+        if estimate_tokens(prompt) <= agent.context_budget_tokens * AUTO_OFFLOAD_AT:
+            break
+        chunk, _rest = keepers.split_at_topic_boundary(prompt.snapshot)
+        if not chunk:
+            break
+        with transaction.atomic():
+            result = keepers.offload(agent=agent, messages=chunk, topic=keepers.topic_of(chunk))
+            note = conversation.post(
+                team,
+                f"(Context note) {result.count} older messages were offloaded to keeper "
+                f"{result.keeper.id} ('{result.keeper.topic}') to stay within your context "
+                "budget; use context_retrieve to recall them.",
+                kind=Message.Kind.SYSTEM,
+                author_label="system",
+                recipient=agent,
+                turn=turn,
+            )
+            Turn.objects.filter(pk=turn.pk).update(snapshot_message_id=note.id)
+        turn.snapshot_message_id = note.id
+        log.info("Turn %s: offloaded %s messages of %s", turn.id, result.count, agent.name)
+        prompt = prompts.build(agent, team, until_id=note.id)
+    return prompt
 
 
 @transaction.atomic

@@ -15,6 +15,8 @@ from django.conf import settings
 
 from teams.model_client import OFFLINE_MODEL, ModelReply, Usage
 
+KEEPER_MARKER = "You are a keeper"
+
 IDENTITY = re.compile(r"Your name is (?P<name>[\w-]+) and your role is (?P<role>\w+)\.")
 
 LINES = {
@@ -54,6 +56,8 @@ class OfflineModel:
 
     def respond(self, *, model, system, messages, tools, max_tokens=0, on_text=None):
         system_text = "\n".join(b["text"] for b in system)
+        if system_text.startswith(KEEPER_MARKER):
+            return self._keeper_answer(messages[-1]["content"])
         match = IDENTITY.search(system_text)
         name, role = (match["name"], match["role"]) if match else ("agent", "agent")
         tool_names = {t["name"] for t in tools}
@@ -99,6 +103,18 @@ class OfflineModel:
             if on_text is not None:
                 on_text(chunk)
         return self._reply([{"type": "text", "text": text}], "end_turn", input_tokens)
+
+    def _keeper_answer(self, prompt: str):
+        """Smart retrieval, offline: the excerpts that share most words with the question."""
+        excerpts, _, question = prompt.rpartition("\n\nQuestion: ")
+        wanted = {w for w in re.findall(r"\w+", question.lower()) if len(w) > 3}
+        lines = [line for line in excerpts.splitlines()[1:] if line.strip()]
+        scored = sorted(
+            lines, key=lambda line: -len(wanted & set(re.findall(r"\w+", line.lower())))
+        )
+        best = [line for line in scored[:3] if wanted & set(re.findall(r"\w+", line.lower()))]
+        text = "NOT_FOUND" if not best else "From the keepers (offline model):\n" + "\n".join(best)
+        return self._reply([{"type": "text", "text": text}], "end_turn", len(prompt) // 4)
 
     def _tool(self, name, arguments, input_tokens):
         if settings.LOOM_OFFLINE_DELAY:

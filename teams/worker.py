@@ -13,7 +13,7 @@ from datetime import timedelta
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
-from teams import agent_loop, events
+from teams import agent_loop, events, questions
 from teams.models import Turn
 
 log = logging.getLogger("loom.worker")
@@ -54,7 +54,8 @@ def sweep(now=None) -> dict:
     for turn_id in stale.values_list("pk", flat=True):
         events.wake_worker(turn_id)
         rewoken += 1
-    return {"requeued": requeued, "failed": failed, "rewoken": rewoken}
+    expired = questions.expire(now)
+    return {"requeued": requeued, "failed": failed, "rewoken": rewoken, "expired": expired}
 
 
 def sweep_in_thread() -> dict:

@@ -60,3 +60,24 @@ def drain(team, worker="test-worker", limit=50):
             break
         ran.append(agent_loop.run_turn(turn.id, worker))
     return ran
+
+
+def per_agent(scripts):
+    """A fake-API script serving each agent its own replies in order, picked by the
+    name in the system prompt. An item may be a callable taking the request."""
+
+    def reply(request):
+        item = scripts[request.agent].pop(0)
+        return item(request) if callable(item) else item
+
+    return reply
+
+
+@pytest.fixture
+def ctx_for(team, agents):
+    from tools.base import ToolContext
+
+    def make(name, messages=None, turn=None):
+        return ToolContext(team=team, agent=agents[name], turn=turn, messages=list(messages or []))
+
+    return make

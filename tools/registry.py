@@ -16,7 +16,7 @@ from tools.base import Tool, ToolContext, ToolResult, truncate
 
 log = logging.getLogger("loom.tools")
 
-TOOL_MODULES = ["tools.conversation", "tools.peers"]
+TOOL_MODULES = ["tools.conversation", "tools.peers", "tools.questions", "tools.context"]
 _REGISTRY: dict[str, type[Tool]] = {}
 _loaded = False
 

@@ -4,20 +4,11 @@ import pytest
 
 from teams import agent_loop, conversation, services, worker
 from teams.models import Message, PMRequest, Team, Turn, TurnStep
-from tests.conftest import drain
+from tests.conftest import drain, per_agent
 from tests.fakes.messages_api import bad_request, overloaded, rate_limited, text, tool
 
 ALL = {"pass_turn", "peer_message", "peer_discovery"}
 COACH_ONLY = {"ask_pm", "signal_phase_complete"}
-
-
-def per_agent(scripts):
-    """Serve each agent's scripted replies in order, by the name in its system prompt."""
-
-    def reply(request):
-        return scripts[request.agent].pop(0)
-
-    return reply
 
 
 @pytest.fixture

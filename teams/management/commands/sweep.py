@@ -19,7 +19,7 @@ class Command(BaseCommand):
             counts = sweep()
             self.stdout.write(
                 f"re-queued {counts['requeued']}, failed {counts['failed']}, "
-                f"re-woken {counts['rewoken']}"
+                f"re-woken {counts['rewoken']}, queries expired {counts['expired']}"
             )
             if once:
                 return

@@ -1,0 +1,236 @@
+"""Keepers: offloading old context and getting it back.
+
+Offloading copies messages into a topic-labelled keeper; from then on they leave
+the offloading agent's context (prompts.history_messages excludes them) and stay
+searchable. Retrieval is raw (full-text search, "[role]: content" lines) or smart
+(the model answers the question from the matching entries)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+
+from teams.errors import InvalidInput, NotFound
+from teams.models import Agent, Keeper, KeeperEntry, Message, Team, Turn
+
+OFFLOAD_SHARE = 0.3
+MIN_MESSAGES_TO_OFFLOAD = 2
+SEARCH_LIMIT = 20
+SMART_CONTEXT_ENTRIES = 12
+QUESTION_WORDS = {
+    "who", "what", "when", "where", "why", "how", "which", "whose", "whom",
+    "is", "are", "was", "were", "do", "does", "did", "can", "could", "should",
+    "would", "will", "has", "have", "had",
+}  # fmt: skip
+BOUNDARY_KINDS = {
+    Message.Kind.PM,
+    Message.Kind.SYSTEM,
+    Message.Kind.PHASE_SUMMARY,
+    Message.Kind.QUERY,
+}
+WORD = re.compile(r"\w+", re.UNICODE)
+
+
+# --- offload -------------------------------------------------------------------
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in WORD.findall(text) if len(w) > 3}
+
+
+def split_at_topic_boundary(messages: list[Message]) -> tuple[list[Message], list[Message]]:
+    """Split off roughly the oldest 30%, cut where the topic changes.
+
+    Candidates are the cuts within two messages of the 30% mark; a cut before a PM,
+    system, summary or query message is a boundary by nature, otherwise the cut
+    between the two least similar neighbours wins."""
+    if len(messages) < MIN_MESSAGES_TO_OFFLOAD + 1:
+        return [], list(messages)
+    target = max(1, math.ceil(len(messages) * OFFLOAD_SHARE))
+    lo, hi = max(1, target - 2), min(len(messages) - 1, target + 2)
+
+    def score(cut: int) -> tuple:
+        before, after = messages[cut - 1], messages[cut]
+        natural = after.kind in BOUNDARY_KINDS
+        a, b = _words(before.content), _words(after.content)
+        overlap = len(a & b) / len(a | b) if a | b else 0.0
+        return (not natural, overlap, abs(cut - target))
+
+    cut = min(range(lo, hi + 1), key=score)
+    return list(messages[:cut]), list(messages[cut:])
+
+
+def topic_of(messages: list[Message]) -> str:
+    """A label for an automatic offload: its span and most frequent words."""
+    counts: dict[str, int] = {}
+    for message in messages:
+        for word in WORD.findall(message.content.lower()):
+            if len(word) > 4 and not word.isdigit():
+                counts[word] = counts.get(word, 0) + 1
+    top = sorted(counts, key=lambda w: (-counts[w], w))[:3]
+    span = f"messages #{messages[0].id}-#{messages[-1].id}"
+    return f"earlier conversation, {span}" + (f": {', '.join(top)}" if top else "")
+
+
+@dataclass
+class Offload:
+    keeper: Keeper
+    count: int
+
+
+@transaction.atomic
+def offload(*, agent: Agent, messages: list[Message], topic: str) -> Offload:
+    """Move these messages out of the agent's context into a new keeper."""
+    topic = (topic or "").strip()
+    if not topic:
+        raise InvalidInput("An offload needs a topic label.", field="topic")
+    if not messages:
+        raise InvalidInput("No messages to offload.")
+    keeper = Keeper.objects.create(team_id=agent.team_id, agent=agent, topic=topic[:200])
+    KeeperEntry.objects.bulk_create(
+        KeeperEntry(keeper=keeper, message=m, position=i, role=m.speaker, content=m.content)
+        for i, m in enumerate(messages)
+    )
+    first, last = messages[0], messages[-1]
+    keeper.index_entry = (
+        f"Keeper {keeper.id} '{keeper.topic}': {len(messages)} messages "
+        f"(#{first.id} to #{last.id}). Recall with context_retrieve(query, "
+        f'keeper_id="{keeper.id}").'
+    )
+    keeper.save(update_fields=["index_entry"])
+    return Offload(keeper=keeper, count=len(messages))
+
+
+# --- search --------------------------------------------------------------------
+
+
+def search_terms(query: str) -> list[str]:
+    seen: list[str] = []
+    for word in WORD.findall(query.lower()):
+        if len(word) > 1 and word not in seen:
+            seen.append(word)
+    return seen[:32]
+
+
+def search(
+    *, team: Team, query: str, keeper_id: int | None = None, limit: int = SEARCH_LIMIT
+) -> list[KeeperEntry]:
+    """Full-text search over the team's keeper entries, best match first."""
+    terms = search_terms(query)
+    if not terms:
+        return []
+    keeper_clause = "AND k.id = %s" if keeper_id is not None else ""
+    extra = [keeper_id] if keeper_id is not None else []
+    if connection.vendor == "sqlite":
+        match = " OR ".join(f'"{t}"' for t in terms)
+        sql = (
+            "SELECT e.id FROM teams_keeperentry_fts f "
+            "JOIN teams_keeperentry e ON e.id = f.rowid "
+            "JOIN teams_keeper k ON k.id = e.keeper_id "
+            f"WHERE teams_keeperentry_fts MATCH %s AND k.team_id = %s {keeper_clause} "
+            "ORDER BY f.rank, e.id LIMIT %s"
+        )
+        params = [match, team.id, *extra, limit]
+    elif connection.vendor == "postgresql":
+        tsquery = " | ".join(terms)
+        sql = (
+            "SELECT e.id FROM teams_keeperentry e "
+            "JOIN teams_keeper k ON k.id = e.keeper_id "
+            "WHERE to_tsvector('english', e.content) @@ to_tsquery('english', %s) "
+            f"AND k.team_id = %s {keeper_clause} "
+            "ORDER BY ts_rank(to_tsvector('english', e.content), to_tsquery('english', %s)) "
+            "DESC, e.id LIMIT %s"
+        )
+        params = [tsquery, team.id, *extra, tsquery, limit]
+    else:  # any other database: a plain scan
+        entries = KeeperEntry.objects.filter(keeper__team=team, content__icontains=terms[0])
+        if keeper_id is not None:
+            entries = entries.filter(keeper_id=keeper_id)
+        return list(entries.select_related("keeper")[:limit])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        ids = [row[0] for row in cursor.fetchall()]
+    by_id = KeeperEntry.objects.select_related("keeper").in_bulk(ids)
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def format_entries(entries: list[KeeperEntry]) -> str:
+    return "\n".join(f"[{e.role}]: {e.content}" for e in entries)
+
+
+# --- retrieve ------------------------------------------------------------------
+
+
+def detect_mode(query: str) -> str:
+    """Questions get a focused answer (smart); keywords get the matching lines (raw)."""
+    text = query.strip()
+    first = (WORD.findall(text.lower()) or [""])[0]
+    return "smart" if text.endswith("?") or first in QUESTION_WORDS else "raw"
+
+
+def not_found(query: str) -> str:
+    return f"No relevant context found for: {query[:80]}"
+
+
+SMART_SYSTEM = (
+    "You are a keeper: you hold excerpts of a team's earlier conversation. Answer the "
+    "question using only the excerpts, briefly, citing who said what. If the excerpts "
+    "do not contain the answer, reply exactly: NOT_FOUND"
+)
+
+
+def retrieve(
+    *,
+    team: Team,
+    query: str,
+    keeper_id: int | None = None,
+    mode: str | None = None,
+    turn: Turn | None = None,
+) -> str:
+    """The text an agent gets back from context_retrieve."""
+    query = (query or "").strip()
+    if not query:
+        raise InvalidInput("Give a question or search terms.", field="query")
+    mode = mode or detect_mode(query)
+    if mode not in ("smart", "raw"):
+        raise InvalidInput(f"Unknown mode {mode!r}: use 'smart' or 'raw'.", field="mode")
+    if keeper_id is not None and not Keeper.objects.filter(team=team, pk=keeper_id).exists():
+        raise NotFound(f"Keeper {keeper_id} not found in this team.")
+    entries = search(team=team, query=query, keeper_id=keeper_id)
+    if not entries:
+        return not_found(query)
+    if mode == "raw":
+        return format_entries(entries)
+    return smart_answer(query=query, entries=entries[:SMART_CONTEXT_ENTRIES], turn=turn)
+
+
+def smart_answer(*, query: str, entries: list[KeeperEntry], turn: Turn | None) -> str:
+    from teams.model_client import get_model
+    from teams.usage import turn_add_usage
+
+    excerpts = "\n".join(
+        f"(keeper {e.keeper_id} '{e.keeper.topic}') [{e.role}]: {e.content}" for e in entries
+    )
+    model = get_model()
+    reply = model.respond(
+        model=turn.model if turn and turn.model else _default_model(turn),
+        system=[{"type": "text", "text": SMART_SYSTEM}],
+        messages=[{"role": "user", "content": f"Excerpts:\n{excerpts}\n\nQuestion: {query}"}],
+        tools=[],
+        max_tokens=800,
+    )
+    if turn is not None:
+        turn_add_usage(turn, reply)
+    answer = reply.text.strip()
+    if not answer or answer == "NOT_FOUND":
+        return not_found(query)
+    return answer
+
+
+def _default_model(turn: Turn | None) -> str:
+    from django.conf import settings
+
+    return turn.agent.effective_model if turn is not None else settings.LOOM_MODEL

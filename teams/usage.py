@@ -1,0 +1,27 @@
+"""Token and cost accounting: every model call is added to its turn and its team."""
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from teams.model_client import ModelReply, cost_of
+from teams.models import Team, Turn
+
+
+@transaction.atomic
+def turn_add_usage(turn: Turn, reply: ModelReply, *, renew_lease=None) -> None:
+    usage = reply.usage
+    cost = cost_of(reply.model, usage)
+    fields = dict(
+        model=reply.model,
+        input_tokens=F("input_tokens") + usage.input_tokens,
+        output_tokens=F("output_tokens") + usage.output_tokens,
+        cache_creation_tokens=F("cache_creation_tokens") + usage.cache_creation_tokens,
+        cache_read_tokens=F("cache_read_tokens") + usage.cache_read_tokens,
+        cost_usd=F("cost_usd") + cost,
+    )
+    if renew_lease is not None:
+        fields["lease_expires_at"] = timezone.now() + renew_lease
+    Turn.objects.filter(pk=turn.pk).update(**fields)
+    if cost:
+        Team.objects.filter(pk=turn.team_id).update(spent_usd=F("spent_usd") + cost)

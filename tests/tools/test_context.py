@@ -1,0 +1,178 @@
+"""Seed 000 D.1.1-D.1.2: context_retrieve and context_offload."""
+
+import pytest
+
+from teams import keepers, prompts, services
+from teams.models import Keeper, Turn
+from tests.fakes.messages_api import text
+from tools import registry
+from tools.base import MAX_RESULT_CHARS
+
+TOPICS = [
+    ("coder", "The auth module uses bearer tokens signed with HMAC."),
+    ("reviewer", "Auth tokens expire after one hour; refresh is manual."),
+    ("researcher", "The parser reads Markdown with front matter."),
+    ("coder", "Rendering uses Jinja templates for every page."),
+]
+
+
+def run(ctx, name, **arguments):
+    return registry.execute(name, arguments, ctx).text
+
+
+@pytest.fixture
+def history(team, agents):
+    return [
+        services.message_add(team=team, content=content, author=agents[who])
+        for who, content in TOPICS * 3
+    ]
+
+
+@pytest.fixture
+def keeper(history, agents):
+    return keepers.offload(agent=agents["coder"], messages=history[:4], topic="auth research")
+
+
+class TestRetrieve:
+    def test_raw_keyword_lookup_returns_lines(self, ctx_for, keeper):
+        result = run(ctx_for("coder"), "context_retrieve", query="bearer tokens")
+        lines = result.splitlines()
+        assert lines[0] == "[coder]: The auth module uses bearer tokens signed with HMAC."
+        assert "[reviewer]: Auth tokens expire after one hour; refresh is manual." in lines
+        assert all(line.startswith("[") for line in lines)
+
+    def test_smart_question_is_answered_by_the_model(
+        self, ctx_for, keeper, messages_api, agents, team
+    ):
+        api = messages_api(
+            [text("Coder said bearer tokens signed with HMAC.", input_tokens=50, output_tokens=10)]
+        )
+        turn = Turn.objects.create(
+            team=team, agent=agents["coder"], status="running", model="claude-haiku-4-5"
+        )
+        result = run(
+            ctx_for("coder", turn=turn), "context_retrieve", query="How are auth tokens signed?"
+        )
+        assert result == "Coder said bearer tokens signed with HMAC."
+        (request,) = api.requests
+        assert request.system_text.startswith("You are a keeper")
+        assert (
+            "(keeper %d 'auth research') [coder]: The auth module" % keeper.keeper.id
+            in request.dump
+        )
+        turn.refresh_from_db()
+        assert turn.input_tokens == 50 and turn.cost_usd > 0
+
+    def test_smart_not_found(self, ctx_for, keeper, messages_api):
+        messages_api([text("NOT_FOUND")])
+        assert (
+            run(ctx_for("coder"), "context_retrieve", query="Who wrote the tokens spec?")
+            == "No relevant context found for: Who wrote the tokens spec?"
+        )
+
+    def test_offline_smart_mode_extracts(self, ctx_for, keeper):
+        result = run(ctx_for("coder"), "context_retrieve", query="How long do tokens last?")
+        assert "expire after one hour" in result and "offline model" in result
+
+    def test_specific_keeper(self, ctx_for, keeper, history, agents):
+        other = keepers.offload(agent=agents["reviewer"], messages=history[4:8], topic="more auth")
+        result = run(
+            ctx_for("coder"),
+            "context_retrieve",
+            query="auth",
+            keeper_id=other.keeper.id,
+            mode="raw",
+        )
+        assert result.count("\n") + 1 == 2  # the two auth lines of that keeper only
+        assert run(ctx_for("coder"), "context_retrieve", query="auth", keeper_id=999) == (
+            "Keeper 999 not found in this team."
+        )
+
+    def test_not_found_is_friendly(self, ctx_for, keeper):
+        assert run(ctx_for("coder"), "context_retrieve", query="kubernetes") == (
+            "No relevant context found for: kubernetes"
+        )
+
+    def test_truncated_at_8000_characters(self, ctx_for, team, agents):
+        long = [
+            services.message_add(team=team, content="auth " + "x" * 990, author=agents["coder"])
+            for _ in range(15)
+        ]
+        keepers.offload(agent=agents["coder"], messages=long, topic="long")
+        result = run(ctx_for("coder"), "context_retrieve", query="auth", mode="raw")
+        assert result.startswith("[coder]: auth")
+        assert len(result) < MAX_RESULT_CHARS + 200
+        assert "[Result truncated: showing 8,000 of" in result
+
+    def test_mode_override_raw_on_a_question(self, ctx_for, keeper, messages_api):
+        api = messages_api([])
+        result = run(
+            ctx_for("coder"), "context_retrieve", query="How are tokens signed?", mode="raw"
+        )
+        assert result.startswith("[coder]: The auth module uses bearer tokens")
+        assert api.requests == []
+
+    def test_unknown_mode_is_a_clear_error(self, ctx_for, keeper):
+        result = registry.execute(
+            "context_retrieve", {"query": "auth", "mode": "fuzzy"}, ctx_for("coder")
+        )
+        assert result.is_error and "mode" in result.text and "'smart' or 'raw'" in result.text
+        with pytest.raises(keepers.InvalidInput, match="Unknown mode"):
+            keepers.retrieve(team=keeper.keeper.team, query="auth", mode="fuzzy")
+
+    def test_mode_detection(self):
+        assert keepers.detect_mode("How are tokens signed?") == "smart"
+        assert keepers.detect_mode("should we stream") == "smart"
+        assert keepers.detect_mode("bearer tokens") == "raw"
+
+
+class TestOffload:
+    def test_auto_split_at_topic_boundary(self, ctx_for, history, agents, team):
+        result = run(ctx_for("coder", messages=history), "context_offload", topic="early talk")
+        keeper = Keeper.objects.get()
+        count = keeper.entries.count()
+        assert 2 <= count <= 6  # about 30% of 12
+        assert result == f"Offloaded {count} messages. {keeper.index_entry}"
+        assert f'keeper_id="{keeper.id}"' in keeper.index_entry
+        remaining = prompts.history_messages(agents["coder"], team)
+        assert [m.id for m in remaining] == [m.id for m in history[count:]]
+        # Another agent's context is untouched.
+        assert len(prompts.history_messages(agents["reviewer"], team)) == len(history)
+
+    def test_explicit_count(self, ctx_for, history):
+        result = run(
+            ctx_for("coder", messages=history), "context_offload", topic="t", message_count=5
+        )
+        assert result.startswith("Offloaded 5 messages. Keeper ")
+
+    def test_too_small_is_friendly(self, ctx_for, history):
+        assert run(ctx_for("coder", messages=history[:2]), "context_offload", topic="t") == (
+            "No messages to offload (context too small)."
+        )
+        assert run(ctx_for("coder"), "context_offload", topic="t", message_count=3) == (
+            "No messages to offload (context too small)."
+        )
+        assert not Keeper.objects.exists()
+
+    def test_offloaded_context_is_retrievable(self, ctx_for, history):
+        ctx = ctx_for("coder", messages=history)
+        run(ctx, "context_offload", topic="auth research", message_count=4)
+        assert "bearer tokens" in run(ctx, "context_retrieve", query="bearer", mode="raw")
+        assert len(ctx.messages) == len(history) - 4
+
+    def test_topic_boundary_prefers_natural_breaks(self, team, agents):
+        msgs = [
+            services.message_add(team=team, content=f"parser detail {i}", author=agents["coder"])
+            for i in range(3)
+        ]
+        msgs.append(
+            services.message_add(
+                team=team, content="Let's switch to deployment.", kind="pm", author_label="pm"
+            )
+        )
+        msgs += [
+            services.message_add(team=team, content=f"deploy step {i}", author=agents["coder"])
+            for i in range(6)
+        ]
+        offloaded, kept = keepers.split_at_topic_boundary(msgs)
+        assert len(offloaded) == 3 and kept[0].kind == "pm"

@@ -1,0 +1,180 @@
+"""Seed 000 D.1.3-D.1.5: the question tools."""
+
+import re
+
+import pytest
+
+from teams import keepers, services
+from teams.models import Message, Query
+from tools import registry
+
+
+def run(ctx, name, **arguments):
+    return registry.execute(name, arguments, ctx).text
+
+
+def query_id(text):
+    return re.search(r"q-[0-9a-f]{12}", text).group(0)
+
+
+class TestAsk:
+    def test_targeted_question_reaches_only_the_target(self, ctx_for, agents):
+        result = run(
+            ctx_for("researcher"), "peer_ask_question", question="Which parser?", target="coder"
+        )
+        key = query_id(result)
+        assert result == (
+            f"Question sent to coder. Query ID: {key}. The answer will be "
+            "delivered to you when available."
+        )
+        (message,) = Message.objects.filter(kind="query")
+        assert message.recipient == agents["coder"]
+        assert message.content.startswith(f"[Query from researcher | ID: {key}]\nWhich parser?")
+        assert f'peer_answer_question with query_id "{key}"' in message.content
+
+    def test_broadcast_skips_the_asker(self, ctx_for):
+        result = run(ctx_for("researcher"), "peer_ask_question", question="Anyone?")
+        assert result.startswith("Question sent to all agents. Query ID: q-")
+        recipients = set(
+            Message.objects.filter(kind="query").values_list("recipient__name", flat=True)
+        )
+        assert recipients == {"coach", "coder", "reviewer"}
+
+    def test_extra_context_is_prepended(self, ctx_for):
+        run(
+            ctx_for("researcher"),
+            "peer_ask_question",
+            question="Which parser?",
+            target="coder",
+            context="We need streaming.",
+        )
+        query = Query.objects.get()
+        assert query.question == "Which parser?\n\nContext from researcher: We need streaming."
+
+    def test_keeper_context_enriches_the_question(self, ctx_for, team, agents):
+        note = services.message_add(
+            team=team, content="The parser must stream large files.", author=agents["coder"]
+        )
+        keepers.offload(agent=agents["coder"], messages=[note], topic="parser notes")
+        run(
+            ctx_for("researcher"),
+            "peer_ask_question",
+            question="What about the parser?",
+            target="reviewer",
+        )
+        message = Message.objects.get(kind="query")
+        assert (
+            "Relevant context:\nFrom keeper 'parser notes': [coder]: The parser must stream"
+            in message.content
+        )
+
+    def test_unknown_target_and_self(self, ctx_for):
+        assert run(
+            ctx_for("researcher"), "peer_ask_question", question="?", target="ghost"
+        ).startswith("No agent named 'ghost'")
+        assert "cannot ask yourself" in run(
+            ctx_for("researcher"), "peer_ask_question", question="?", target="researcher"
+        )
+        assert not Query.objects.exists()
+
+
+@pytest.fixture
+def asked(ctx_for):
+    return query_id(
+        run(ctx_for("researcher"), "peer_ask_question", question="Auth pattern?", target="coder")
+    )
+
+
+class TestAnswer:
+    def test_answer_reaches_the_origin(self, ctx_for, agents, asked):
+        assert (
+            run(ctx_for("coder"), "peer_answer_question", query_id=asked, answer="Bearer tokens.")
+            == f"Answer delivered for query {asked}."
+        )
+        message = Message.objects.get(kind="answer")
+        assert message.recipient == agents["researcher"]
+        assert message.content == f"[Answer from coder | Query: {asked}]\nBearer tokens."
+        query = Query.objects.get()
+        assert query.status == "answered" and query.answered_by == agents["coder"]
+        assert [h["kind"] for h in query.hops] == ["ask", "answer"]
+
+    def test_unknown_query_is_friendly(self, ctx_for):
+        assert (
+            run(ctx_for("coder"), "peer_answer_question", query_id="q-000000000000", answer="x")
+            == "Query q-000000000000 not found (may have expired)."
+        )
+
+    def test_second_answer_is_refused(self, ctx_for, asked):
+        run(ctx_for("coder"), "peer_answer_question", query_id=asked, answer="First.")
+        assert (
+            run(ctx_for("reviewer"), "peer_answer_question", query_id=asked, answer="Second.")
+            == f"Query {asked} was already answered by coder."
+        )
+        assert Message.objects.filter(kind="answer").count() == 1
+
+    def test_answer_carries_enrichments(self, ctx_for, asked):
+        run(
+            ctx_for("coder"),
+            "peer_forward_question",
+            query_id=asked,
+            target="reviewer",
+            enrichment="Auth lives in auth.py.",
+        )
+        run(ctx_for("reviewer"), "peer_answer_question", query_id=asked, answer="Bearer.")
+        answer = Message.objects.get(kind="answer")
+        assert answer.content.endswith(
+            "Bearer.\n\nEnrichments gathered during routing:\ncoder: Auth lives in auth.py."
+        )
+
+
+class TestForward:
+    def test_forward_to_named_target_with_enrichment(self, ctx_for, agents, asked):
+        assert run(
+            ctx_for("coder"),
+            "peer_forward_question",
+            query_id=asked,
+            target="reviewer",
+            enrichment="See auth.py.",
+        ) == ("Question forwarded to reviewer with enrichment.")
+        forwarded = Message.objects.filter(kind="query", recipient=agents["reviewer"]).get()
+        assert forwarded.content.startswith(f"[Query from coder | ID: {asked}]")
+        assert "Relevant context:\ncoder: See auth.py." in forwarded.content
+        query = Query.objects.get()
+        assert query.hop_count == 1 and query.hops[-1]["to"] == "reviewer"
+
+    def test_forward_without_target_rebroadcasts(self, ctx_for, asked):
+        assert (
+            run(ctx_for("coder"), "peer_forward_question", query_id=asked, enrichment="Not me.")
+            == "Question forwarded to all agents with enrichment."
+        )
+        names = list(Message.objects.filter(kind="query").values_list("recipient__name", flat=True))
+        assert sorted(names) == ["coach", "coder", "reviewer"]  # coder: the first ask
+
+    def test_max_hops(self, ctx_for, asked):
+        Query.objects.update(max_hops=1)
+        run(
+            ctx_for("coder"),
+            "peer_forward_question",
+            query_id=asked,
+            target="reviewer",
+            enrichment="hop one",
+        )
+        assert run(
+            ctx_for("reviewer"),
+            "peer_forward_question",
+            query_id=asked,
+            target="coder",
+            enrichment="hop two",
+        ) == ("Maximum forwarding hops reached. Consider answering with what you know.")
+
+    def test_unknown_query(self, ctx_for):
+        assert (
+            run(
+                ctx_for("coder"),
+                "peer_forward_question",
+                query_id="q-nope",
+                target="reviewer",
+                enrichment="x",
+            )
+            == "Query q-nope not found (may have expired)."
+        )

@@ -1,0 +1,106 @@
+"""Question tools (seed 000): ask, answer and forward questions between agents."""
+
+from pydantic import Field
+
+from teams import questions
+from teams.errors import LoomError
+from tools.base import Params, Tool, ToolContext
+from tools.registry import register
+
+
+class AskParams(Params):
+    question: str = Field(min_length=1, description="The question to ask")
+    target: str | None = Field(
+        default=None, description="Name of a specific agent to ask. Omit to broadcast to all."
+    )
+    context: str | None = Field(
+        default=None, description="Additional context relevant to the question"
+    )
+
+
+@register
+class PeerAskQuestion(Tool):
+    name = "peer_ask_question"
+    description = (
+        "Ask a question to the team. The question is routed to a specific agent (if named) "
+        "or broadcast to all. Answers are delivered back to you asynchronously. The system "
+        "automatically enriches questions with relevant context from keepers."
+    )
+    Params = AskParams
+
+    def run(self, params: AskParams, ctx: ToolContext) -> str:
+        try:
+            query = questions.ask(
+                team=ctx.team,
+                origin=ctx.agent,
+                question=params.question,
+                target=params.target,
+                context=params.context,
+            )
+        except LoomError as exc:
+            return exc.message
+        target = query.target.name if query.target_id else "all agents"
+        return (
+            f"Question sent to {target}. Query ID: {query.key}. The answer will be delivered "
+            "to you when available."
+        )
+
+
+class AnswerParams(Params):
+    query_id: str = Field(min_length=1, description="The query ID from the question you received")
+    answer: str = Field(min_length=1, description="Your answer to the question")
+
+
+@register
+class PeerAnswerQuestion(Tool):
+    name = "peer_answer_question"
+    description = (
+        "Answer a question that was routed to you. The answer is delivered back to the "
+        "original asker."
+    )
+    Params = AnswerParams
+
+    def run(self, params: AnswerParams, ctx: ToolContext) -> str:
+        try:
+            questions.answer(
+                team=ctx.team, key=params.query_id, answerer=ctx.agent, text=params.answer
+            )
+        except LoomError as exc:
+            return exc.message
+        return f"Answer delivered for query {params.query_id}."
+
+
+class ForwardParams(Params):
+    query_id: str = Field(min_length=1, description="The query ID to forward")
+    target: str | None = Field(
+        default=None,
+        description="Name of the agent to forward to. Omit to re-broadcast to everyone.",
+    )
+    enrichment: str = Field(
+        min_length=1,
+        description="What you know about this question (added as context for the next agent)",
+    )
+
+
+@register
+class PeerForwardQuestion(Tool):
+    name = "peer_forward_question"
+    description = (
+        "Forward a question to another agent, adding your knowledge as enrichment context. "
+        "Omit the target to re-broadcast it to the whole team."
+    )
+    Params = ForwardParams
+
+    def run(self, params: ForwardParams, ctx: ToolContext) -> str:
+        try:
+            questions.forward(
+                team=ctx.team,
+                key=params.query_id,
+                forwarder=ctx.agent,
+                target=params.target,
+                enrichment=params.enrichment,
+            )
+        except LoomError as exc:
+            return exc.message
+        target = params.target.lstrip("@") if params.target else "all agents"
+        return f"Question forwarded to {target} with enrichment."
