@@ -57,8 +57,7 @@ class TestRetrieve:
         (request,) = api.requests
         assert request.system_text.startswith("You are a keeper")
         assert (
-            "(keeper %d 'auth research') [coder]: The auth module" % keeper.keeper.id
-            in request.dump
+            f"(keeper {keeper.keeper.id} 'auth research') [coder]: The auth module" in request.dump
         )
         turn.refresh_from_db()
         assert turn.input_tokens == 50 and turn.cost_usd > 0
