@@ -118,14 +118,28 @@ def search_terms(query: str) -> list[str]:
 def search(
     *, team: Team, query: str, keeper_id: int | None = None, limit: int = SEARCH_LIMIT
 ) -> list[KeeperEntry]:
-    """Full-text search over the team's keeper entries, best match first."""
+    """Full-text search over the team's keeper entries, best match first.
+
+    Entries holding every term come first; when they are fewer than the limit,
+    entries holding any term fill the rest. Matching all terms first is also what
+    keeps common words cheap: the database ranks far fewer rows."""
     terms = search_terms(query)
     if not terms:
         return []
+    ids = _search_ids(team, terms, keeper_id, limit, every=True)
+    if len(ids) < limit and len(terms) > 1:
+        more = _search_ids(team, terms, keeper_id, limit + len(ids), every=False)
+        seen = set(ids)
+        ids += [i for i in more if i not in seen][: limit - len(ids)]
+    by_id = KeeperEntry.objects.select_related("keeper").in_bulk(ids)
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def _search_ids(team, terms, keeper_id, limit, every: bool) -> list[int]:
     keeper_clause = "AND k.id = %s" if keeper_id is not None else ""
     extra = [keeper_id] if keeper_id is not None else []
     if connection.vendor == "sqlite":
-        match = " OR ".join(f'"{t}"' for t in terms)
+        match = (" AND " if every else " OR ").join(f'"{t}"' for t in terms)
         sql = (
             "SELECT e.id FROM teams_keeperentry_fts f "
             "JOIN teams_keeperentry e ON e.id = f.rowid "
@@ -135,26 +149,23 @@ def search(
         )
         params = [match, team.id, *extra, limit]
     elif connection.vendor == "postgresql":
-        tsquery = " | ".join(terms)
+        tsquery = (" & " if every else " | ").join(terms)
         sql = (
             "SELECT e.id FROM teams_keeperentry e "
             "JOIN teams_keeper k ON k.id = e.keeper_id "
-            "WHERE to_tsvector('english', e.content) @@ to_tsquery('english', %s) "
+            "WHERE e.search_vector @@ to_tsquery('english', %s) "
             f"AND k.team_id = %s {keeper_clause} "
-            "ORDER BY ts_rank(to_tsvector('english', e.content), to_tsquery('english', %s)) "
-            "DESC, e.id LIMIT %s"
+            "ORDER BY ts_rank(e.search_vector, to_tsquery('english', %s)) DESC, e.id LIMIT %s"
         )
         params = [tsquery, team.id, *extra, tsquery, limit]
     else:  # any other database: a plain scan
         entries = KeeperEntry.objects.filter(keeper__team=team, content__icontains=terms[0])
         if keeper_id is not None:
             entries = entries.filter(keeper_id=keeper_id)
-        return list(entries.select_related("keeper")[:limit])
+        return list(entries.values_list("id", flat=True)[:limit])
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        ids = [row[0] for row in cursor.fetchall()]
-    by_id = KeeperEntry.objects.select_related("keeper").in_bulk(ids)
-    return [by_id[i] for i in ids if i in by_id]
+        return [row[0] for row in cursor.fetchall()]
 
 
 def format_entries(entries: list[KeeperEntry]) -> str:

@@ -1,5 +1,5 @@
-"""Full-text search over keeper entries: FTS5 on SQLite, a GIN tsvector index on
-PostgreSQL. teams.keepers.search runs the matching query for each."""
+"""Full-text search over keeper entries: FTS5 on SQLite, a stored tsvector column with
+a GIN index on PostgreSQL. teams.keepers.search runs the matching query for each."""
 
 from django.db import migrations
 
@@ -23,11 +23,16 @@ SQLITE_DOWN = [
     "DROP TRIGGER IF EXISTS teams_keeperentry_fts_au",
     "DROP TABLE IF EXISTS teams_keeperentry_fts",
 ]
+# A stored vector: ranking reads it instead of re-parsing every matching row.
 POSTGRES_UP = [
-    "CREATE INDEX teams_keeperentry_content_fts ON teams_keeperentry "
-    "USING GIN (to_tsvector('english', content))",
+    "ALTER TABLE teams_keeperentry ADD COLUMN search_vector tsvector "
+    "GENERATED ALWAYS AS (to_tsvector('english', content)) STORED",
+    "CREATE INDEX teams_keeperentry_search_vector ON teams_keeperentry USING GIN (search_vector)",
 ]
-POSTGRES_DOWN = ["DROP INDEX IF EXISTS teams_keeperentry_content_fts"]
+POSTGRES_DOWN = [
+    "DROP INDEX IF EXISTS teams_keeperentry_search_vector",
+    "ALTER TABLE teams_keeperentry DROP COLUMN IF EXISTS search_vector",
+]
 
 
 def run(statements_by_vendor):
