@@ -1,5 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
+from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 
 from teams import conversation, selectors, services
 from teams.errors import LoomError
@@ -19,6 +21,7 @@ from teams.models import (
     Turn,
     TurnStep,
 )
+from teams.questions import hop_lines
 
 
 class HistoryAdminMixin:
@@ -171,7 +174,24 @@ class QueryAdmin(admin.ModelAdmin):
     list_filter = ("status", "team")
     search_fields = ("key", "question", "answer")
     list_select_related = ("team", "origin", "target")
-    readonly_fields = ("key", "hops", "enrichments", "answered_by", "answered_at", "created_at")
+    readonly_fields = (
+        "key",
+        "hop_chain",
+        "enrichments",
+        "answered_by",
+        "answered_at",
+        "created_at",
+    )
+    exclude = ("hops",)
+
+    @admin.display(description="hop chain")
+    def hop_chain(self, obj):
+        return (
+            format_html_join(
+                mark_safe("<br>"), "{}. {}", ((i, text) for i, text in enumerate(hop_lines(obj), 1))
+            )
+            or "—"
+        )
 
 
 class KeeperEntryInline(admin.TabularInline):

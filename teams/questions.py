@@ -262,6 +262,23 @@ def expire(now=None) -> int:
     return expired
 
 
+def hop_lines(query: Query) -> list[str]:
+    """The hop chain in words, for people."""
+    lines = []
+    for hop in query.hops:
+        kind, sender, to = hop.get("kind"), hop.get("from", "?"), hop.get("to", "")
+        target = "everyone" if to == "*" else to
+        if kind == "ask":
+            lines.append(f"{sender} asked {target}")
+        elif kind == "forward":
+            lines.append(f"{sender} forwarded to {target}: {hop.get('enrichment', '')}")
+        elif kind == "answer":
+            lines.append(f"{sender} answered")
+        elif kind == "expire":
+            lines.append("expired unanswered")
+    return lines
+
+
 def query_payload(query: Query) -> dict:
     return {
         "key": query.key,

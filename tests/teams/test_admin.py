@@ -125,3 +125,21 @@ def test_admin_answers_pm_request_once(admin_client, team, agents):
     response = admin_client.post(url, {"answer": "Again"})
     assert Message.objects.filter(kind="pm").count() == 1
     assert PMRequest.objects.get(pk=request.pk).answer == "Keep it small."
+
+
+def test_query_change_page_shows_the_hop_chain(admin_client, team, agents):
+    from teams import questions
+
+    query = questions.ask(team=team, origin=agents["coach"], question="Q?", target="coder")
+    questions.forward(
+        team=team,
+        key=query.key,
+        forwarder=agents["coder"],
+        target="reviewer",
+        enrichment="<i>half</i>",
+    )
+    questions.answer(team=team, key=query.key, answerer=agents["reviewer"], text="Done")
+    page = admin_client.get(reverse("admin:teams_query_change", args=[query.pk])).content.decode()
+    assert "1. coach asked coder" in page
+    assert "2. coder forwarded to reviewer: &lt;i&gt;half&lt;/i&gt;" in page
+    assert "3. reviewer answered" in page
