@@ -17,7 +17,7 @@ from django.db.models import F, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from teams import conversation, events, keepers, prompts, questions
+from teams import conversation, drift, events, keepers, prompts, questions
 from teams.model_client import ModelError, get_model
 from teams.models import Message, Team, Turn, TurnStep
 from teams.usage import turn_add_usage
@@ -238,8 +238,14 @@ def finish(turn: Turn, worker: str, ctx: ToolContext, text: str) -> None:
         if text:
             conversation.post(team, text, author=agent, turn=turn, phase=turn.phase)
     finished_at = timezone.now()
+    agent.turns += 1  # as turn_finished counts it, so the score includes this turn
+    turn.drift_score = drift.score(agent)
     owned = _still_mine(turn, worker).update(
-        status=Turn.Status.DONE, outcome=outcome, finished_at=finished_at, lease_expires_at=None
+        status=Turn.Status.DONE,
+        outcome=outcome,
+        finished_at=finished_at,
+        lease_expires_at=None,
+        drift_score=turn.drift_score,
     )
     if not owned:
         # The lease expired and another worker took the turn over: it will log it.

@@ -65,3 +65,39 @@ class TeamConsumer(AsyncJsonWebsocketConsumer):
     pm_request_opened = _forward
     pm_request_answered = _forward
     team_status = _forward
+
+
+class PMInboxConsumer(AsyncJsonWebsocketConsumer):
+    """Open PM requests appearing and leaving, for the teams this user may see."""
+
+    async def connect(self):
+        user = self.scope.get("user")
+        self.team_ids = await database_sync_to_async(_visible_team_ids)(user)
+        if self.team_ids is None:
+            await self.close(code=4403)
+            return
+        await self.channel_layer.group_add(events.INBOX_GROUP, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code):
+        await self.channel_layer.group_discard(events.INBOX_GROUP, self.channel_name)
+
+    async def _forward(self, event):
+        team_id = event["request"]["team_id"]
+        if team_id not in self.team_ids:
+            # A team the user was given since connecting?
+            self.team_ids = (
+                await database_sync_to_async(_visible_team_ids)(self.scope.get("user")) or set()
+            )
+            if team_id not in self.team_ids:
+                return
+        await self.send_json({"event": event["type"], "request": event["request"]})
+
+    pm_request_opened = _forward
+    pm_request_answered = _forward
+
+
+def _visible_team_ids(user) -> set[int] | None:
+    if user is None or not user.is_authenticated or not user.is_staff:
+        return None
+    return set(selectors.teams_visible_to(user=user).values_list("id", flat=True))

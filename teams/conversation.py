@@ -54,7 +54,13 @@ def turn_finished_payload(turn: Turn, team: Team) -> dict:
 
 
 def team_status_payload(team: Team) -> dict:
-    return {"status": team.status, "phase": team.phase, "turn_count": team.turn_count}
+    return {
+        "status": team.status,
+        "status_label": team.get_status_display(),
+        "phase": team.phase,
+        "turn_count": team.turn_count,
+        "spent_usd": f"{team.spent_usd:.4f}",
+    }
 
 
 def set_status(team: Team, status: str) -> None:
@@ -205,6 +211,7 @@ def pm_request_payload(request: PMRequest) -> dict:
     return {
         "id": request.id,
         "team": request.team.slug,
+        "team_name": request.team.name,
         "team_id": request.team_id,
         "agent": request.agent.name if request.agent_id else None,
         "question": request.question,
@@ -273,7 +280,10 @@ def phase_complete(*, team: Team, agent: Agent, summary: str) -> Team:
 @transaction.atomic
 def turn_finished(*, turn: Turn) -> None:
     """Count the turn and hand the floor to the next speaker."""
-    Agent.objects.filter(pk=turn.agent_id).update(turns=F("turns") + 1)
+    counted = {"turns": F("turns") + 1}
+    if turn.drift_score is not None:
+        counted["drift_score"] = turn.drift_score
+    Agent.objects.filter(pk=turn.agent_id).update(**counted)
     if turn.purpose == Turn.Purpose.CONVERSATION:
         Team.objects.filter(pk=turn.team_id).update(turn_count=F("turn_count") + 1)
     team = _lock(turn.team)

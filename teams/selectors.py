@@ -48,13 +48,34 @@ def team_usage_totals(*, team: Team) -> dict:
 
 
 def teams_visible_to(*, user) -> QuerySet[Team]:
-    """Superusers see every team; other staff see the teams they manage."""
+    """Superusers see every team; other staff see the teams they manage; nobody else
+    sees any."""
     if user is None or not user.is_authenticated or not user.is_active:
         return Team.objects.none()
     if user.is_superuser:
         return Team.objects.all()
+    if not user.is_staff:
+        return Team.objects.none()
     return Team.objects.filter(managers=user)
 
 
 def team_for_user(*, user, slug: str) -> Team | None:
     return teams_visible_to(user=user).filter(slug=slug).first()
+
+
+def open_pm_requests_for(*, user) -> QuerySet[PMRequest]:
+    """Open PM requests of the teams this user may see, newest first."""
+    return (
+        PMRequest.objects.filter(status=PMRequest.Status.OPEN, team__in=teams_visible_to(user=user))
+        .select_related("team", "agent")
+        .order_by("-created_at", "-id")
+    )
+
+
+TRANSCRIPT_LIMIT = 500
+
+
+def team_transcript(*, team: Team) -> list[Message]:
+    """What the PM sees: the whole conversation, pass notes included, newest last."""
+    newest = team_conversation(team=team).order_by("-id")[:TRANSCRIPT_LIMIT]
+    return list(reversed(newest))

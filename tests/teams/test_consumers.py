@@ -59,12 +59,9 @@ async def test_client_sees_messages_and_passes_of_a_running_team(messages_api):
     connected, _ = await communicator.connect()
     assert connected
     hello = await communicator.receive_json_from()
-    assert hello == {
-        "event": "team.status",
-        "status": "idle",
-        "phase": "refinement",
-        "turn_count": 0,
-    }
+    assert hello["event"] == "team.status"
+    assert (hello["status"], hello["phase"], hello["turn_count"]) == ("idle", "refinement", 0)
+    assert hello["status_label"] == "Idle" and hello["spent_usd"] == "0.0000"
 
     def run_two_turns():
         conversation.team_start(team=team)
@@ -148,3 +145,40 @@ async def test_worker_runs_a_woken_turn_once_despite_duplicate_wake_ups(messages
     assert await database_sync_to_async(Message.objects.filter(kind="chat").count)() == 1
     assert len(api.requests) == 1
     worker.stop()
+
+
+async def test_pm_inbox_streams_only_the_users_teams():
+    def setup():
+        mine = make_team()
+        theirs = services.team_create(slug="beta", agents=[{"name": "coach", "role": "coach"}])
+        user = make_user("carol")
+        mine.managers.add(user)
+        return mine, theirs, user
+
+    mine, theirs, user = await database_sync_to_async(setup)()
+    anonymous = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/pm/")
+    anonymous.scope["user"] = AnonymousUser()
+    assert not (await anonymous.connect())[0]
+
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/pm/")
+    communicator.scope["user"] = user
+    assert (await communicator.connect())[0]
+
+    def ask(team, question):
+        conversation.team_start(team=team)
+        return conversation.pm_request_ask(
+            team=team, agent=team.agents.get(name="coach"), question=question, turn=None
+        )
+
+    await database_sync_to_async(ask)(theirs, "Not for carol?")
+    request = await database_sync_to_async(ask)(mine, "For carol?")
+    event = await communicator.receive_json_from(timeout=5)
+    assert event["event"] == "pm_request.opened"
+    assert event["request"]["question"] == "For carol?"
+    await database_sync_to_async(conversation.pm_request_answer)(
+        request_id=request.id, answer="Yes."
+    )
+    event = await communicator.receive_json_from(timeout=5)
+    assert event["event"] == "pm_request.answered" and event["request"]["id"] == request.id
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()

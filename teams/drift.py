@@ -1,0 +1,97 @@
+"""Drift (seed 004): how far an agent has wandered from what it said it would do.
+
+The score runs from 100 (on track) down to 0 (lost), as in seed 004's report:
+70 and above is healthy, 40 to 69 is some drift, below 40 is significant.
+
+    100
+    - 30  when the agent has declared no trajectory
+    - 15  for each chain break: a tactic without a trajectory, an action without a tactic
+    -  3  for each turn beyond two since the agent last updated its context
+          (map_context, declare_intent), at most 30
+    - 10  for each recorded violation, at most 30
+    clamped to 0..100
+
+Each finished turn records the agent's score on the turn, so it can be plotted.
+"""
+
+from __future__ import annotations
+
+from teams.models import Agent, Anchor
+
+NO_TRAJECTORY = 30
+CHAIN_BREAK = 15
+STALE_TURN = 3
+STALE_GRACE = 2
+STALE_MAX = 30
+VIOLATION = 10
+VIOLATION_MAX = 30
+
+
+def chain_breaks(agent: Agent) -> list[str]:
+    breaks = []
+    if agent.tactic and not agent.trajectory:
+        breaks.append("Tactic set without a trajectory.")
+    if agent.action and not agent.tactic:
+        breaks.append("Action set without a tactic.")
+    return breaks
+
+
+def turns_since_update(agent: Agent) -> int:
+    return max(0, agent.turns - agent.last_context_update_turn)
+
+
+def score(agent: Agent) -> int:
+    value = 100
+    if not agent.trajectory:
+        value -= NO_TRAJECTORY
+    value -= CHAIN_BREAK * len(chain_breaks(agent))
+    value -= min(STALE_MAX, STALE_TURN * max(0, turns_since_update(agent) - STALE_GRACE))
+    value -= min(VIOLATION_MAX, VIOLATION * agent.violations)
+    return max(0, min(100, value))
+
+
+def health(value: int) -> str:
+    return "healthy" if value >= 70 else "some drift" if value >= 40 else "significant drift"
+
+
+def report(agent: Agent) -> str:
+    """The drift report of seed 004's check_drift."""
+    value = score(agent)
+    breaks = chain_breaks(agent)
+    mark = "✅" if value >= 70 else "⚠️" if value >= 40 else "❌"
+    lines = ["=== DRIFT REPORT ===", "", f"{mark} Drift Score: {value}/100", ""]
+    lines.append("## Trajectory Alignment")
+    if agent.trajectory:
+        lines.append(f"Original: {agent.trajectory}")
+        if agent.tactic:
+            lines.append(f"Current tactic: {agent.tactic}")
+        if agent.action:
+            lines.append(f"Current action: {agent.action}")
+    else:
+        lines.append("⚠ No trajectory set. Use declare_intent to set your focus.")
+    lines += ["", "## Chain Integrity"]
+    lines += [f"❌ {b}" for b in breaks] or ["✅ Hierarchy chain is intact."]
+    lines.append("")
+    anchors = list(Anchor.objects.filter(team_id=agent.team_id).order_by("key"))
+    if anchors:
+        lines.append("## Anchor Compliance")
+        lines.append("Verify your work respects these immutable constraints:")
+        lines += [f"  ☐ [{a.key}]: {a.value}" for a in anchors]
+        lines.append("")
+    lines.append("## Metrics")
+    lines.append(f"Turns: {agent.turns}")
+    lines.append(f"Files: {len(agent.files_touched or [])}")
+    lines.append(f"Context updates: {agent.context_updates}")
+    if agent.violations:
+        lines.append(f"⚠ Violations: {agent.violations}")
+    lines += ["", "## Recommendation"]
+    if value >= 70 and not breaks:
+        lines.append("✅ On track. Continue working.")
+    elif value >= 40:
+        lines.append("⚠ Some drift detected. Consider using map_context to update your focus.")
+    else:
+        lines.append(
+            "❌ Significant drift. Use map_context to re-focus, or compact_session to reset."
+        )
+    lines += ["", "=== END DRIFT REPORT ==="]
+    return "\n".join(lines)

@@ -1,0 +1,57 @@
+// Live PM inbox: requests appear when a coach asks and leave when anyone answers.
+// Questions are untrusted text: they go into the page with textContent only.
+(function () {
+  "use strict";
+  const cfg = JSON.parse(document.getElementById("inbox-config").textContent);
+  const inbox = document.getElementById("inbox");
+  const empty = document.getElementById("inbox-empty");
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function refreshEmpty() { empty.hidden = inbox.children.length > 0; }
+
+  function add(r) {
+    if (inbox.querySelector(`li[data-id="${r.id}"]`)) return;
+    const li = el("li", "pm-item");
+    li.dataset.id = r.id;
+    const meta = el("div", "meta");
+    const link = el("a", "", r.team_name || r.team);
+    link.href = cfg.team_url.replace("SLUG", encodeURIComponent(r.team));
+    meta.append(link, document.createTextNode(` · ${r.agent || "an agent"} · just now`));
+    const form = el("form");
+    form.method = "post";
+    form.action = cfg.answer_url.replace("/0/", `/${r.id}/`);
+    const csrf = el("input");
+    csrf.type = "hidden"; csrf.name = "csrfmiddlewaretoken"; csrf.value = cfg.csrf;
+    const answer = el("textarea");
+    answer.name = "answer"; answer.rows = 2; answer.required = true; answer.placeholder = "Your answer";
+    form.append(csrf, answer, el("button", "", "Answer and resume"));
+    li.append(meta, el("p", "question", r.question), form);
+    inbox.prepend(li);
+    refreshEmpty();
+  }
+
+  function remove(r) {
+    const li = inbox.querySelector(`li[data-id="${r.id}"]`);
+    if (li) li.remove();
+    refreshEmpty();
+  }
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const ws = new WebSocket(`${scheme}://${location.host}${cfg.ws}`);
+    ws.onmessage = (message) => {
+      const event = JSON.parse(message.data);
+      if (event.event === "pm_request.opened") add(event.request);
+      if (event.event === "pm_request.answered") remove(event.request);
+    };
+    ws.onopen = () => document.body.dataset.live = "on";
+    ws.onclose = () => { document.body.dataset.live = "off"; setTimeout(connect, 2000); };
+  }
+  connect();
+})();

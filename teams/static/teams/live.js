@@ -1,0 +1,89 @@
+// Live updates for a team's page. Agent output is untrusted: it only ever goes
+// into the page as text (textContent), never as HTML.
+(function () {
+  "use strict";
+  const cfg = JSON.parse(document.getElementById("live-config").textContent);
+  const $ = (id) => document.getElementById(id);
+  const conversation = $("conversation");
+  const speaking = $("speaking");
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function addMessage(m) {
+    if (m.recipient) return; // private inbox traffic stays out of the team view
+    if (conversation.querySelector(`li[data-id="${m.id}"]`)) return;
+    const empty = $("no-messages");
+    if (empty) empty.remove();
+    const li = el("li", `msg kind-${m.kind}`);
+    li.dataset.id = m.id;
+    li.append(el("span", "speaker", m.speaker), el("span", "phase", m.phase),
+              el("div", "content", m.content));
+    conversation.append(li);
+    if (speaking.dataset.agent === m.speaker) stopSpeaking();
+    li.scrollIntoView({block: "nearest"});
+  }
+
+  function stopSpeaking() {
+    speaking.hidden = true;
+    speaking.dataset.agent = "";
+    $("speaking-text").textContent = "";
+  }
+
+  function setStatus(t) {
+    const status = $("team-status");
+    status.textContent = t.status_label || t.status;
+    status.className = `status status-${t.status}`;
+    $("team-phase").textContent = t.phase;
+    $("team-turns").textContent = t.turn_count;
+    if (t.spent_usd !== undefined) $("team-cost").textContent = t.spent_usd;
+  }
+
+  function showRequest(r) {
+    const box = $("pm-request");
+    box.dataset.id = r.id;
+    $("pm-question").textContent = r.question;
+    $("pm-answer-form").action = cfg.answer_url.replace("/0/", `/${r.id}/`);
+    box.hidden = false;
+  }
+
+  function hideRequest(r) {
+    const box = $("pm-request");
+    if (String(box.dataset.id) === String(r.id)) box.hidden = true;
+  }
+
+  const handlers = {
+    "message.created": (e) => addMessage(e.message),
+    "turn.started": (e) => {
+      speaking.hidden = false;
+      speaking.dataset.agent = e.agent;
+      $("speaking-agent").textContent = e.agent;
+      $("speaking-text").textContent = "";
+    },
+    "text.delta": (e) => {
+      if (speaking.dataset.agent !== e.agent) handlers["turn.started"](e);
+      $("speaking-text").textContent += e.text;
+    },
+    "turn.finished": (e) => { setStatus(e.team); if (speaking.dataset.agent === e.turn.agent) stopSpeaking(); },
+    "team.status": (e) => setStatus(e),
+    "pm_request.opened": (e) => showRequest(e.request),
+    "pm_request.answered": (e) => hideRequest(e.request),
+  };
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const ws = new WebSocket(`${scheme}://${location.host}${cfg.ws}`);
+    ws.onmessage = (message) => {
+      const event = JSON.parse(message.data);
+      const handle = handlers[event.event];
+      if (handle) handle(event);
+    };
+    ws.onopen = () => document.body.dataset.live = "on";
+    ws.onclose = () => { document.body.dataset.live = "off"; setTimeout(connect, 2000); };
+  }
+  connect();
+})();

@@ -1,0 +1,12 @@
+from django.urls import path
+
+from teams import views
+
+urlpatterns = [
+    path("", views.team_list, name="team-list"),
+    path("teams/<slug:slug>/", views.team_live, name="team-live"),
+    path("teams/<slug:slug>/action/", views.team_action, name="team-action"),
+    path("teams/<slug:slug>/post/", views.team_post, name="team-post"),
+    path("pm/", views.pm_inbox, name="pm-inbox"),
+    path("pm/<int:request_id>/answer/", views.pm_answer, name="pm-answer"),
+]

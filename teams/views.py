@@ -1,0 +1,132 @@
+"""The PM's pages: the team list, a team's live view and the PM inbox.
+
+Plain forms that work without JavaScript; the pages' script adds live updates
+over the WebSockets. Every page is for staff, and shows only the teams the user
+manages (superusers see all); another team's page is a 404."""
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import Http404
+from django.middleware.csrf import get_token
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from teams import conversation, selectors
+from teams.errors import LoomError
+from teams.models import PMRequest
+
+
+def _team_or_404(request, slug):
+    team = selectors.team_for_user(user=request.user, slug=slug)
+    if team is None:
+        raise Http404("No such team.")
+    return team
+
+
+@staff_member_required
+def team_list(request):
+    teams = selectors.teams_visible_to(user=request.user).order_by("slug")
+    open_requests = selectors.open_pm_requests_for(user=request.user).count()
+    return render(request, "teams/team_list.html", {"teams": teams, "open_requests": open_requests})
+
+
+@staff_member_required
+def team_live(request, slug):
+    team = _team_or_404(request, slug)
+    return render(
+        request,
+        "teams/team_live.html",
+        {
+            "team": team,
+            "conversation": selectors.team_transcript(team=team),
+            "pm_request": selectors.team_open_pm_request(team=team),
+            "agents": team.agents.all(),
+            "live_config": {
+                "ws": f"/ws/teams/{team.slug}/",
+                "answer_url": reverse("pm-answer", args=[0]),
+                "next": reverse("team-live", args=[team.slug]),
+                "csrf": get_token(request),
+            },
+        },
+    )
+
+
+@staff_member_required
+@require_POST
+def team_action(request, slug):
+    team = _team_or_404(request, slug)
+    actions = {
+        "start": conversation.team_start,
+        "pause": conversation.team_pause,
+        "resume": conversation.team_resume,
+    }
+    done = {"start": "started", "pause": "paused", "resume": "resumed"}
+    action = actions.get(request.POST.get("action", ""))
+    if action is None:
+        messages.error(request, "Unknown action.")
+    else:
+        try:
+            action(team=team)
+        except LoomError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, f"Team {team.slug} {done[request.POST['action']]}.")
+    return redirect("team-live", slug=team.slug)
+
+
+@staff_member_required
+@require_POST
+def team_post(request, slug):
+    team = _team_or_404(request, slug)
+    try:
+        conversation.pm_message_post(
+            team=team, content=request.POST.get("content", ""), user=request.user
+        )
+    except LoomError as exc:
+        messages.error(request, exc.message)
+    return redirect("team-live", slug=team.slug)
+
+
+@staff_member_required
+def pm_inbox(request):
+    return render(
+        request,
+        "teams/pm_inbox.html",
+        {
+            "requests": selectors.open_pm_requests_for(user=request.user),
+            "inbox_config": {
+                "ws": "/ws/pm/",
+                "answer_url": reverse("pm-answer", args=[0]),
+                "team_url": reverse("team-live", args=["SLUG"]),
+                "csrf": get_token(request),
+            },
+        },
+    )
+
+
+@staff_member_required
+@require_POST
+def pm_answer(request, request_id):
+    pm_request = (
+        PMRequest.objects.filter(
+            pk=request_id, team__in=selectors.teams_visible_to(user=request.user)
+        )
+        .select_related("team")
+        .first()
+    )
+    if pm_request is None:
+        raise Http404("No such PM request.")
+    try:
+        conversation.pm_request_answer(
+            request_id=pm_request.id, answer=request.POST.get("answer", ""), user=request.user
+        )
+    except LoomError as exc:
+        messages.error(request, f"{pm_request.team.slug}: {exc.message}")
+    else:
+        messages.success(request, f"Answer sent; team {pm_request.team.slug} resumes.")
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        target = reverse("pm-inbox")
+    return redirect(target)

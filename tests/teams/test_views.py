@@ -1,0 +1,129 @@
+"""The PM's pages without a browser: access, CSRF, scoping and the no-JavaScript path."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from teams import conversation, services
+from teams.models import Message, PMRequest
+
+
+@pytest.fixture
+def other_team(db):
+    return services.team_create(slug="beta", name="Beta",
+                                agents=[{"name": "coach", "role": "coach"}])
+
+
+@pytest.fixture
+def manager(team):
+    user = get_user_model().objects.create_user("alice", password="pw", is_staff=True)
+    team.managers.add(user)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def open_request(team, question="HTML or PDF?"):
+    conversation.team_start(team=team)
+    return conversation.pm_request_ask(team=team, agent=team.agents.get(name="coach"),
+                                       question=question, turn=None)
+
+
+@pytest.mark.parametrize("url", ["/", "/teams/alpha/", "/pm/"])
+def test_anonymous_users_are_sent_to_log_in(client, team, url):
+    response = client.get(url)
+    assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
+
+
+def test_non_staff_users_are_sent_to_log_in(team):
+    user = get_user_model().objects.create_user("bob", password="pw")
+    team.managers.add(user)
+    client = Client()
+    client.force_login(user)
+    assert client.get("/teams/alpha/").status_code == 302
+
+
+def test_live_view_shows_conversation_escaped(manager, team, agents):
+    services.message_add(team=team, author=agents["coder"],
+                         content='<script>alert(1)</script><img src=x onerror="alert(2)">')
+    services.message_add(team=team, author=agents["reviewer"], kind="pass_note",
+                         content="(reviewer passes: fine)")
+    page = manager.get("/teams/alpha/").content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<script>alert(1)" not in page and "<img src=x" not in page
+    assert 'class="msg kind-pass_note"' in page
+
+
+def test_manager_sees_only_their_teams(manager, other_team):
+    assert manager.get("/teams/beta/").status_code == 404
+    page = manager.get("/").content.decode()
+    assert "/teams/alpha/" in page and "/teams/beta/" not in page
+    assert manager.post("/teams/beta/action/", {"action": "start"}).status_code == 404
+    assert manager.post("/teams/beta/post/", {"content": "hi"}).status_code == 404
+
+
+def test_inbox_is_scoped_and_answering_another_teams_request_is_404(manager, team,
+                                                                   other_team):
+    mine = open_request(team, "Mine?")
+    theirs = open_request(other_team, "Theirs?")
+    page = manager.get("/pm/").content.decode()
+    assert "Mine?" in page and "Theirs?" not in page
+    response = manager.post(f"/pm/{theirs.id}/answer/", {"answer": "x"})
+    assert response.status_code == 404
+    assert PMRequest.objects.get(pk=theirs.pk).status == "open"
+    assert PMRequest.objects.get(pk=mine.pk).status == "open"
+
+
+def test_superuser_sees_every_team(admin_client, team, other_team):
+    open_request(other_team, "Theirs?")
+    assert admin_client.get("/teams/beta/").status_code == 200
+    assert "Theirs?" in admin_client.get("/pm/").content.decode()
+
+
+def test_answer_without_javascript_then_again(manager, team):
+    request = open_request(team)
+    response = manager.post(f"/pm/{request.id}/answer/", {"answer": "HTML only."}, follow=True)
+    assert "Answer sent; team alpha resumes." in response.content.decode()
+    team.refresh_from_db()
+    assert team.status == "running"
+    response = manager.post(f"/pm/{request.id}/answer/", {"answer": "PDF."}, follow=True)
+    assert "This PM request was already answered." in response.content.decode()
+    assert Message.objects.filter(kind="pm").count() == 1
+
+
+def test_answer_redirects_only_to_this_site(manager, team):
+    request = open_request(team)
+    response = manager.post(f"/pm/{request.id}/answer/",
+                            {"answer": "ok", "next": "https://evil.example/"})
+    assert response["Location"] == "/pm/"
+
+
+def test_actions_and_pm_post(manager, team):
+    response = manager.post("/teams/alpha/action/", {"action": "start"}, follow=True)
+    assert "Team alpha started." in response.content.decode()
+    response = manager.post("/teams/alpha/action/", {"action": "start"}, follow=True)
+    assert "already running" in response.content.decode()
+    manager.post("/teams/alpha/post/", {"content": "Focus on HTML."})
+    assert Message.objects.get(kind="pm").content == "Focus on HTML."
+    response = manager.post("/teams/alpha/post/", {"content": "  "}, follow=True)
+    assert "The message is empty." in response.content.decode()
+    assert manager.get("/teams/alpha/action/").status_code == 405
+
+
+def test_every_form_needs_a_csrf_token(team):
+    user = get_user_model().objects.create_superuser("root", "r@x.test", "pw")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    request = open_request(team)
+    for url, data in [
+        ("/teams/alpha/action/", {"action": "pause"}),
+        ("/teams/alpha/post/", {"content": "hi"}),
+        (f"/pm/{request.id}/answer/", {"answer": "x"}),
+    ]:
+        assert client.post(url, data).status_code == 403, url
+    page = client.get("/teams/alpha/").content.decode()
+    assert page.count('name="csrfmiddlewaretoken"') == 3
+    assert 'name="csrfmiddlewaretoken"' in client.get("/pm/").content.decode()
+    team.refresh_from_db()
+    assert team.status == "awaiting_pm" and not Message.objects.filter(kind="pm").exists()
