@@ -1,9 +1,9 @@
 from django import forms
 from django.contrib import admin, messages
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from teams import conversation, selectors, services
+from teams import charts, conversation, drift, selectors, services
 from teams.errors import LoomError
 from teams.models import (
     Agent,
@@ -104,6 +104,10 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ("name", "team__slug", "role_prompt")
     list_select_related = ("team",)
     readonly_fields = (
+        "drift_report",
+        "usage_chart",
+        "team_anchors",
+        "recent_messages",
         "turns",
         "context_updates",
         "last_context_update_turn",
@@ -112,6 +116,63 @@ class AgentAdmin(admin.ModelAdmin):
         "drift_score",
         "created_at",
     )
+    fieldsets = (
+        (None, {"fields": ("team", "name", "role", "model", "position", "role_prompt")}),
+        ("Hierarchy", {"fields": ("trajectory", "tactic", "action")}),
+        ("Drift", {"fields": ("drift_report", "usage_chart")}),
+        ("Context", {"fields": ("team_anchors", "recent_messages", "context_budget_tokens")}),
+        (
+            "Metrics",
+            {
+                "fields": (
+                    "turns",
+                    "context_updates",
+                    "last_context_update_turn",
+                    "files_touched",
+                    "violations",
+                    "drift_score",
+                    "created_at",
+                )
+            },
+        ),
+    )
+
+    @admin.display(description="drift report")
+    def drift_report(self, obj):
+        if obj.pk is None:
+            return "—"
+        return format_html('<pre style="margin:0">{}</pre>', drift.report(obj))
+
+    @admin.display(description="drift score and tokens per turn")
+    def usage_chart(self, obj):
+        if obj.pk is None:
+            return "—"
+        recent = list(obj.turn_set.exclude(status__in=["queued", "running"]).order_by("-id")[:40])
+        return charts.drift_and_tokens(reversed(recent))
+
+    @admin.display(description="anchors")
+    def team_anchors(self, obj):
+        if obj.pk is None:
+            return "—"
+        anchors = Anchor.objects.filter(team_id=obj.team_id).order_by("key")
+        return (
+            format_html_join(
+                mark_safe("<br>"), "<b>{}</b>: {}", ((a.key, a.value) for a in anchors)
+            )
+            or "—"
+        )
+
+    @admin.display(description="latest messages")
+    def recent_messages(self, obj):
+        if obj.pk is None:
+            return "—"
+        latest = Message.objects.filter(author=obj).order_by("-id")[:5]
+        return (
+            format_html_join(
+                mark_safe("<br>"), "[{}] {}", ((m.kind, m.content[:200]) for m in latest)
+            )
+            or "—"
+        )
 
 
 @admin.register(Message)
@@ -163,9 +224,31 @@ class TurnAdmin(admin.ModelAdmin):
 
 @admin.register(TurnStep)
 class TurnStepAdmin(HistoryAdminMixin, admin.ModelAdmin):
-    list_display = ("id", "turn", "index", "kind", "input_tokens", "output_tokens", "created_at")
+    list_display = (
+        "id",
+        "turn",
+        "index",
+        "kind",
+        "summary",
+        "input_tokens",
+        "output_tokens",
+        "created_at",
+    )
     list_filter = ("kind",)
     list_select_related = ("turn", "turn__agent")
+
+    @admin.display(description="what happened")
+    def summary(self, obj):
+        parts = []
+        for block in obj.content or []:
+            if block.get("type") == "text":
+                parts.append(block.get("text", ""))
+            elif block.get("type") == "tool_use":
+                parts.append(f"→ {block.get('name')}({block.get('input')})")
+            elif block.get("type") == "tool_result":
+                parts.append(f"{obj.tool_name}: {block.get('content', '')}")
+        text = " ".join(parts)
+        return text[:160] + ("…" if len(text) > 160 else "")
 
 
 @admin.register(Query)

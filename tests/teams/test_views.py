@@ -3,7 +3,6 @@
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
-from django.urls import reverse
 
 from teams import conversation, services
 from teams.models import Message, PMRequest
@@ -11,8 +10,9 @@ from teams.models import Message, PMRequest
 
 @pytest.fixture
 def other_team(db):
-    return services.team_create(slug="beta", name="Beta",
-                                agents=[{"name": "coach", "role": "coach"}])
+    return services.team_create(
+        slug="beta", name="Beta", agents=[{"name": "coach", "role": "coach"}]
+    )
 
 
 @pytest.fixture
@@ -26,8 +26,9 @@ def manager(team):
 
 def open_request(team, question="HTML or PDF?"):
     conversation.team_start(team=team)
-    return conversation.pm_request_ask(team=team, agent=team.agents.get(name="coach"),
-                                       question=question, turn=None)
+    return conversation.pm_request_ask(
+        team=team, agent=team.agents.get(name="coach"), question=question, turn=None
+    )
 
 
 @pytest.mark.parametrize("url", ["/", "/teams/alpha/", "/pm/"])
@@ -45,10 +46,14 @@ def test_non_staff_users_are_sent_to_log_in(team):
 
 
 def test_live_view_shows_conversation_escaped(manager, team, agents):
-    services.message_add(team=team, author=agents["coder"],
-                         content='<script>alert(1)</script><img src=x onerror="alert(2)">')
-    services.message_add(team=team, author=agents["reviewer"], kind="pass_note",
-                         content="(reviewer passes: fine)")
+    services.message_add(
+        team=team,
+        author=agents["coder"],
+        content='<script>alert(1)</script><img src=x onerror="alert(2)">',
+    )
+    services.message_add(
+        team=team, author=agents["reviewer"], kind="pass_note", content="(reviewer passes: fine)"
+    )
     page = manager.get("/teams/alpha/").content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<script>alert(1)" not in page and "<img src=x" not in page
@@ -63,8 +68,7 @@ def test_manager_sees_only_their_teams(manager, other_team):
     assert manager.post("/teams/beta/post/", {"content": "hi"}).status_code == 404
 
 
-def test_inbox_is_scoped_and_answering_another_teams_request_is_404(manager, team,
-                                                                   other_team):
+def test_inbox_is_scoped_and_answering_another_teams_request_is_404(manager, team, other_team):
     mine = open_request(team, "Mine?")
     theirs = open_request(other_team, "Theirs?")
     page = manager.get("/pm/").content.decode()
@@ -94,8 +98,9 @@ def test_answer_without_javascript_then_again(manager, team):
 
 def test_answer_redirects_only_to_this_site(manager, team):
     request = open_request(team)
-    response = manager.post(f"/pm/{request.id}/answer/",
-                            {"answer": "ok", "next": "https://evil.example/"})
+    response = manager.post(
+        f"/pm/{request.id}/answer/", {"answer": "ok", "next": "https://evil.example/"}
+    )
     assert response["Location"] == "/pm/"
 
 

@@ -23,9 +23,11 @@
     li.dataset.id = m.id;
     li.append(el("span", "speaker", m.speaker), el("span", "phase", m.phase),
               el("div", "content", m.content));
+    // Follow the conversation only when the reader is at the bottom already.
+    const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
     conversation.append(li);
     if (speaking.dataset.agent === m.speaker) stopSpeaking();
-    li.scrollIntoView({block: "nearest"});
+    if (atBottom) li.scrollIntoView({block: "nearest"});
   }
 
   function stopSpeaking() {
