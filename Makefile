@@ -35,6 +35,12 @@ lint: dev
 	$(PY) manage.py check
 
 test: lint
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		echo "######################################################################"; \
+		echo "## NOTICE: no Chromium on this machine: the BROWSER TESTS ARE SKIPPED."; \
+		echo "## Install it with: apt-get install chromium   (.ci/run does this)"; \
+		echo "######################################################################"; \
+	fi
 	$(PY) -m pytest
 	@if $(PY) scripts/services_up.py postgres "$(PG_URL)"; then \
 		echo "== PostgreSQL answers: running the suite against it (with Redis when it answers)"; \

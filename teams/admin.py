@@ -1,5 +1,6 @@
 from django import forms
 from django.contrib import admin, messages
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -51,11 +52,35 @@ class AnchorInline(admin.TabularInline):
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ("slug", "name", "status", "phase_name", "turn_count", "max_turns", "updated_at")
+    list_display = (
+        "slug",
+        "name",
+        "status",
+        "phase_name",
+        "turn_count",
+        "max_turns",
+        "spent_usd",
+        "live_link",
+        "updated_at",
+    )
     list_filter = ("status",)
     search_fields = ("slug", "name", "goal")
     prepopulated_fields = {"slug": ("name",)}
-    readonly_fields = ("turn_count", "usage_totals", "created_at", "updated_at")
+    readonly_fields = (
+        "live_link",
+        "turn_count",
+        "spent_usd",
+        "usage_totals",
+        "created_at",
+        "updated_at",
+    )
+
+    @admin.display(description="live view")
+    def live_link(self, obj):
+        if obj.pk is None:
+            return "—"
+        return format_html('<a href="{}">watch live ›</a>', reverse("team-live", args=[obj.slug]))
+
     filter_horizontal = ("managers",)
     inlines = (AgentInline, AnchorInline)
     actions = ("start_teams", "pause_teams", "resume_teams")

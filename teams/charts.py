@@ -23,12 +23,12 @@ def drift_and_tokens(turns) -> str:
         h = plot_h * turn.total_tokens / top_tokens
         bars.append(
             format_html(
-                '<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="#c9d8f5">'
+                '<rect x="{}" y="{}" width="{}" height="{}" fill="#c9d8f5">'
                 "<title>turn {}: {} tokens</title></rect>",
-                x + step * 0.15,
-                HEIGHT - PAD - h,
-                step * 0.7,
-                h,
+                f"{x + step * 0.15:.1f}",
+                f"{HEIGHT - PAD - h:.1f}",
+                f"{step * 0.7:.1f}",
+                f"{h:.1f}",
                 turn.number,
                 turn.total_tokens,
             )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, connections
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "test-output"
@@ -127,6 +127,8 @@ def browser(monkeypatch):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
+        # ORM calls made while Playwright's loop ran used their own connection.
+        connections.close_all()
         browser.close()
 
 

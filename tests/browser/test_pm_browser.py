@@ -5,7 +5,7 @@ import re
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from teams import conversation, services
+from teams import services
 from teams.models import Message, PMRequest, Team, Turn
 from tests.browser.conftest import SCREENSHOTS, log_in
 from tests.conftest import per_agent
@@ -189,4 +189,3 @@ def test_two_pms_answer_the_same_request(start_site, browser, pm_user):
     assert team.status in (Team.Status.RUNNING, Team.Status.AWAITING_PM)
     resumed = Turn.objects.filter(team=team, number__gt=5, purpose="conversation")
     assert resumed.filter(number=6).count() == 1
-    conversation.team_pause(team=team)

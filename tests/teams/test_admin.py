@@ -143,3 +143,41 @@ def test_query_change_page_shows_the_hop_chain(admin_client, team, agents):
     assert "1. coach asked coder" in page
     assert "2. coder forwarded to reviewer: &lt;i&gt;half&lt;/i&gt;" in page
     assert "3. reviewer answered" in page
+
+
+def test_team_admin_links_to_live_view_and_shows_totals(admin_client, team, agents):
+    from teams.models import Team, Turn
+
+    Turn.objects.create(
+        team=team,
+        agent=agents["coach"],
+        status="done",
+        input_tokens=1200,
+        output_tokens=300,
+        cost_usd="0.0081",
+    )
+    Team.objects.filter(pk=team.pk).update(spent_usd="0.0081")
+    page = admin_client.get(reverse("admin:teams_team_change", args=[team.pk])).content.decode()
+    assert 'href="/teams/alpha/"' in page
+    assert "input 1,200 · output 300" in page and "$0.0081" in page
+    assert (
+        'href="/teams/alpha/"'
+        in admin_client.get(reverse("admin:teams_team_changelist")).content.decode()
+    )
+
+
+def test_agent_console_shows_drift_report_and_chart(admin_client, team, agents):
+    from teams.models import Turn
+
+    coach = agents["coach"]
+    coach.trajectory = "Ship <b>v1</b>"
+    coach.save()
+    services.anchor_save(team=team, key="lang", value="<i>Python</i>")
+    for n, score in enumerate([90, 70, 40], start=1):
+        Turn.objects.create(
+            team=team, agent=coach, status="done", number=n, input_tokens=100 * n, drift_score=score
+        )
+    page = admin_client.get(reverse("admin:teams_agent_change", args=[coach.pk])).content.decode()
+    assert "=== DRIFT REPORT ===" in page and "Original: Ship &lt;b&gt;v1&lt;/b&gt;" in page
+    assert "<svg" in page and page.count("<rect") == 4 and "<polyline" in page
+    assert "&lt;i&gt;Python&lt;/i&gt;" in page
