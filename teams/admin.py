@@ -35,6 +35,19 @@ class HistoryAdminMixin:
         return False
 
 
+class HistoryInline(admin.TabularInline):
+    """Inline rows of history: shown, never added, changed or deleted here."""
+
+    extra = 0
+    can_delete = False
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
 class AgentInline(admin.TabularInline):
     model = Agent
     extra = 0
@@ -212,15 +225,9 @@ class MessageAdmin(HistoryAdminMixin, admin.ModelAdmin):
         return obj.content[:100]
 
 
-class TurnStepInline(admin.TabularInline):
+class TurnStepInline(HistoryInline):
     model = TurnStep
-    extra = 0
-    can_delete = False
     fields = ("index", "kind", "content", "input_tokens", "output_tokens", "created_at")
-    readonly_fields = fields
-
-    def has_add_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Turn)
@@ -302,15 +309,9 @@ class QueryAdmin(admin.ModelAdmin):
         )
 
 
-class KeeperEntryInline(admin.TabularInline):
+class KeeperEntryInline(HistoryInline):
     model = KeeperEntry
-    extra = 0
     fields = ("position", "role", "content")
-    readonly_fields = fields
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Keeper)
@@ -329,15 +330,9 @@ class KeeperEntryAdmin(HistoryAdminMixin, admin.ModelAdmin):
     list_select_related = ("keeper",)
 
 
-class AnchorRevisionInline(admin.TabularInline):
+class AnchorRevisionInline(HistoryInline):
     model = AnchorRevision
-    extra = 0
     fields = ("value", "changed_by", "created_at")
-    readonly_fields = fields
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Anchor)

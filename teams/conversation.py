@@ -137,11 +137,17 @@ def _enqueue_next(team: Team, after: Agent | None = None) -> Turn | None:
     busy = Q(team=team, purpose=Turn.Purpose.CONVERSATION) | Q(agent=agent)
     if Turn.objects.filter(busy, status__in=ACTIVE_TURN).exists():
         return None
+    return turn_enqueue(team=team, agent=agent, number=team.turn_count + 1)
+
+
+def turn_enqueue(*, team: Team, agent: Agent, number: int, purpose=Turn.Purpose.CONVERSATION):
+    """Queue a turn and wake a worker for it once the transaction commits."""
     turn = Turn.objects.create(
         team=team,
         agent=agent,
+        purpose=purpose,
         phase=team.phase,
-        number=team.turn_count + 1,
+        number=number,
         model=agent.effective_model,
     )
     events.wake_worker(turn.id)

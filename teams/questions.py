@@ -106,16 +106,9 @@ def wake_for_inbox(agent: Agent) -> Turn | None:
         return None  # the running turn's finish looks at the inbox again
     if Turn.objects.filter(team=team).count() >= team.max_turns * 2:
         return None  # a safety net against agents pinging each other forever
-    turn = Turn.objects.create(
-        team=team,
-        agent=agent,
-        purpose=Turn.Purpose.INBOX,
-        phase=team.phase,
-        number=team.turn_count,
-        model=agent.effective_model,
+    return conversation.turn_enqueue(
+        team=team, agent=agent, number=team.turn_count, purpose=Turn.Purpose.INBOX
     )
-    events.wake_worker(turn.id)
-    return turn
 
 
 @transaction.atomic

@@ -4,10 +4,8 @@ raises a teams.errors.LoomError for expected failures."""
 import re
 import secrets
 from contextlib import contextmanager
-from datetime import timedelta
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 from django.utils.text import slugify
 
 from teams.errors import Conflict, InvalidInput
@@ -189,31 +187,6 @@ def pm_request_open(*, team: Team, question: str, agent: Agent | None = None, tu
         raise Conflict(f"Team {team.slug!r} already has an open PM request.")
     with _integrity_as(Conflict(f"Team {team.slug!r} already has an open PM request.")):
         return PMRequest.objects.create(team=team, question=question, agent=agent, turn=turn)
-
-
-@transaction.atomic
-def query_create(
-    *,
-    team: Team,
-    question: str,
-    origin: Agent | None = None,
-    target: Agent | None = None,
-    ttl_seconds: int = 3600,
-    max_hops: int = 5,
-) -> Query:
-    if not question or not question.strip():
-        raise InvalidInput("A query needs a question.", field="question")
-    if ttl_seconds < 1:
-        raise InvalidInput("A query's TTL must be at least one second.", field="ttl_seconds")
-    return Query.objects.create(
-        team=team,
-        question=question,
-        origin=origin,
-        target=target,
-        ttl_seconds=ttl_seconds,
-        max_hops=max_hops,
-        expires_at=timezone.now() + timedelta(seconds=ttl_seconds),
-    )
 
 
 @transaction.atomic

@@ -2,7 +2,7 @@ import pytest
 from django.contrib import admin
 from django.urls import reverse
 
-from teams import services
+from teams import questions, services
 from teams.models import (
     ConsultantProfile,
     Consultation,
@@ -20,7 +20,7 @@ def populated(team, agents):
     message = services.message_add(team=team, content="<b>hello</b>", author=coach)
     services.anchor_save(team=team, key="lang", value="Python")
     services.pm_request_open(team=team, question="Scope?", agent=coach)
-    services.query_create(team=team, question="Why?", origin=coach, target=agents["coder"])
+    questions.ask(team=team, question="Why?", origin=coach, target="coder")
     turn = Turn.objects.create(team=team, agent=coach, status="done", input_tokens=10)
     TurnStep.objects.create(turn=turn, index=0, kind="model", content=[{"type": "text"}])
     keeper = Keeper.objects.create(team=team, agent=coach, topic="auth")

@@ -112,13 +112,6 @@ def test_api_token_hashed_at_rest(team):
         services.api_token_create(team=team, name="ci")
 
 
-def test_query_create_validation(team, agents):
-    with pytest.raises(InvalidInput):
-        services.query_create(team=team, question="")
-    query = services.query_create(team=team, question="Why?", origin=agents["coder"])
-    assert query.key.startswith("q-") and query.status == "open"
-
-
 def test_selectors_not_found(team):
     with pytest.raises(NotFound):
         selectors.team_get(slug="nope")
