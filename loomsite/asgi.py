@@ -1,3 +1,4 @@
+import logging
 import os
 
 from django.core.asgi import get_asgi_application
@@ -9,9 +10,15 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from teams.routing import channel_routes, websocket_urlpatterns  # noqa: E402
+
+if settings.SECRET_KEY_IS_DEFAULT:
+    logging.getLogger("loom").warning(
+        "LOOM_SECRET_KEY is not set: using the development key. Set it in production."
+    )
 
 application = ProtocolTypeRouter(
     {

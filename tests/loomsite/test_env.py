@@ -152,3 +152,64 @@ def test_good_environment_starts(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "no issues" in result.stdout
+
+
+def _settings(extra_env, tmp_path, *names):
+    code = "from django.conf import settings; " + "; ".join(
+        f"print(repr(settings.{name}))" for name in names
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "ANTHROPIC_"))}
+    env.update({"LOOM_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "loomsite.settings"})
+    env.update(extra_env)
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); " + code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_secret_key_default_is_flagged_and_env_wins(tmp_path):
+    assert _settings({}, tmp_path, "SECRET_KEY_IS_DEFAULT") == ["True"]
+    key = "s" * 50
+    assert _settings({"LOOM_SECRET_KEY": key}, tmp_path, "SECRET_KEY", "SECRET_KEY_IS_DEFAULT") == [
+        repr(key),
+        "False",
+    ]
+
+
+def test_data_dir_holds_the_default_database(tmp_path):
+    (name,) = _settings({}, tmp_path, "DATABASES['default']['NAME']")
+    assert name == repr(str(tmp_path / "loom.sqlite3"))
+
+
+def test_environment_reaches_settings(tmp_path):
+    values = _settings(
+        {
+            "LOOM_DEBUG": "false",
+            "LOOM_ALLOWED_HOSTS": "loom.example",
+            "ANTHROPIC_API_KEY": "sk-x",
+            "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+            "LOOM_MODEL": "claude-haiku-4-5",
+            "LOOM_REDIS_URL": "redis://127.0.0.1:6379/1",
+        },
+        tmp_path,
+        "DEBUG",
+        "ALLOWED_HOSTS",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "LOOM_MODEL",
+        "CHANNEL_LAYERS['default']['BACKEND']",
+    )
+    assert values == [
+        "False",
+        "['loom.example']",
+        "'sk-x'",
+        "'http://127.0.0.1:9'",
+        "'claude-haiku-4-5'",
+        "'channels_redis.core.RedisChannelLayer'",
+    ]

@@ -31,10 +31,6 @@ class Command(BaseCommand):
         from teams.events import TURNS_CHANNEL
         from teams.worker import WORKER_ID, run_sweeper
 
-        if settings.SECRET_KEY_IS_DEFAULT:
-            log.warning(
-                "LOOM_SECRET_KEY is not set: using the development key. Set it in production."
-            )
         if not settings.ANTHROPIC_API_KEY:
             log.warning("No ANTHROPIC_API_KEY: agents run on the offline model (loom-offline).")
         layer = get_channel_layer()
