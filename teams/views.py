@@ -4,6 +4,7 @@ Plain forms that work without JavaScript; the pages' script adds live updates
 over the WebSockets. Every page is for staff, and shows only the teams the user
 manages (superusers see all); another team's page is a 404."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import Http404
@@ -43,6 +44,7 @@ def team_live(request, slug):
             "conversation": selectors.team_transcript(team=team),
             "pm_request": selectors.team_open_pm_request(team=team),
             "agents": team.agents.all(),
+            "offline": not settings.ANTHROPIC_API_KEY,
             "live_config": {
                 "ws": f"/ws/teams/{team.slug}/",
                 "answer_url": reverse("pm-answer", args=[0]),

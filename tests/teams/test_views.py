@@ -58,6 +58,7 @@ def test_live_view_shows_conversation_escaped(manager, team, agents):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<script>alert(1)" not in page and "<img src=x" not in page
     assert 'class="msg kind-pass_note"' in page
+    assert "agents run on the offline model" in page
 
 
 def test_manager_sees_only_their_teams(manager, other_team):

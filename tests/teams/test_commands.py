@@ -1,0 +1,44 @@
+import pytest
+from django.core.management import CommandError, call_command
+
+from teams import conversation
+from teams.models import Message, Team, Turn
+from tests.conftest import drain
+
+
+def run(*args, capsys):
+    call_command("team", *args)
+    return capsys.readouterr().out
+
+
+def test_team_command_start_status_answer(team, agents, capsys):
+    out = run("start", "alpha", capsys=capsys)
+    assert "status: running" in out and "turns:  0 of 200" in out
+    drain(team, limit=2)
+    conversation.pm_request_ask(team=team, agent=agents["coach"], question="Scope?", turn=None)
+    out = run("status", "alpha", capsys=capsys)
+    assert "status: awaiting_pm" in out and "turns:  2 of 200" in out
+    assert "PM request #" in out and "from coach: Scope?" in out
+    assert "cost:   $0.0000" in out
+    out = run("answer", "alpha", "Small scope.", capsys=capsys)
+    assert "status: running" in out and "PM request" not in out
+    assert Message.objects.get(kind="pm").content == "Small scope."
+    assert Turn.objects.filter(status="queued").count() == 1
+
+
+def test_team_command_errors(team, capsys):
+    with pytest.raises(CommandError, match="No team with slug 'nope'"):
+        call_command("team", "status", "nope")
+    with pytest.raises(CommandError, match="no open PM request"):
+        call_command("team", "answer", "alpha", "x")
+    run("start", "alpha", capsys=capsys)
+    with pytest.raises(CommandError, match="is running, not paused"):
+        call_command("team", "resume", "alpha")
+    run("pause", "alpha", capsys=capsys)
+    assert Team.objects.get(slug="alpha").status == "paused"
+    assert "status: running" in run("resume", "alpha", capsys=capsys)
+
+
+def test_sweep_command_once(team, capsys):
+    call_command("sweep", "--once")
+    assert "re-queued 0, failed 0, re-woken 0, queries expired 0" in capsys.readouterr().out
