@@ -101,7 +101,7 @@ def execute(turn: Turn, worker: str) -> None:
         events.publish(
             team.id, "turn.started", turn_id=turn.id, agent=agent.name, number=turn.number
         )
-    prompt = prompts.build(agent, team, until_id=turn.snapshot_message_id)
+    prompt = prompts.build(agent, team, until_id=turn.snapshot_message_id, phase=turn.phase)
     if turn.attempts == 1:
         prompt = _offload_when_over_budget(turn, prompt)
     tools = registry.toolset(agent, team)
@@ -296,7 +296,7 @@ def _offload_when_over_budget(turn: Turn, prompt: prompts.Prompt) -> prompts.Pro
             Turn.objects.filter(pk=turn.pk).update(snapshot_message_id=note.id)
         turn.snapshot_message_id = note.id
         log.info("Turn %s: offloaded %s messages of %s", turn.id, result.count, agent.name)
-        prompt = prompts.build(agent, team, until_id=note.id)
+        prompt = prompts.build(agent, team, until_id=note.id, phase=turn.phase)
     return prompt
 
 

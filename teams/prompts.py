@@ -92,13 +92,15 @@ def anchors_block(team: Team) -> str:
     )
 
 
-def history_messages(agent: Agent, team: Team, until_id: int | None = None) -> list[Message]:
+def history_messages(
+    agent: Agent, team: Team, until_id: int | None = None, phase: str | None = None
+) -> list[Message]:
     """The phase's conversation and the agent's inbox, minus pass notes, other agents'
     tool chatter and what this agent offloaded."""
     # Three indexed terms (phase conversation, summaries, inbox) so the database
     # reads only these rows, however long the team has been talking.
     phase_conversation = Q(
-        team=team, phase=team.phase, recipient__isnull=True, kind__in=CONVERSATION_KINDS
+        team=team, phase=phase or team.phase, recipient__isnull=True, kind__in=CONVERSATION_KINDS
     )
     summaries = Q(team=team, kind=Message.Kind.PHASE_SUMMARY)
     inbox = Q(recipient=agent)
@@ -140,11 +142,16 @@ def render(message: Message, agent: Agent) -> tuple[str, str]:
     return "user", f"[{message.speaker}]: {message.content}"
 
 
-def build(agent: Agent, team: Team, until_id: int | None = None) -> Prompt:
+def build(
+    agent: Agent, team: Team, until_id: int | None = None, phase: str | None = None
+) -> Prompt:
+    """The prompt of a turn; `phase` is the turn's own (the team may have moved on
+    since a resumed turn began)."""
+    phase = phase or team.phase
     identity = f"Your name is {agent.name} and your role is {agent.role}."
     stable = [identity, agent.role_prompt or ROLE_PROMPTS.get(agent.role, ""), NORMS]
     if agent.role == Agent.Role.COACH:
-        stable.append(facilitation(team.phase))
+        stable.append(facilitation(phase))
     system = [
         {
             "type": "text",
@@ -152,13 +159,13 @@ def build(agent: Agent, team: Team, until_id: int | None = None) -> Prompt:
             "cache_control": {"type": "ephemeral"},
         }
     ]
-    history = history_messages(agent, team, until_id)
+    history = history_messages(agent, team, until_id, phase)
     note = mention_note(agent, history)
     dynamic = [p for p in (anchors_block(team), note) if p]
     if dynamic:
         system.append({"type": "text", "text": "\n\n".join(dynamic)})
 
-    opening = f"Team goal: {team.goal or '(none given)'}\nCurrent phase: {team.phase}"
+    opening = f"Team goal: {team.goal or '(none given)'}\nCurrent phase: {phase}"
     turns: list[list] = [["user", opening]]
     for message in history:
         role, text = render(message, agent)
