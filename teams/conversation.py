@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from teams import events
@@ -294,5 +294,21 @@ def turn_finished(*, turn: Turn) -> None:
         Team.objects.filter(pk=turn.team_id).update(turn_count=F("turn_count") + 1)
     team = _lock(turn.team)
     events.publish(team.id, "turn.finished", **turn_finished_payload(turn, team))
-    if turn.purpose == Turn.Purpose.CONVERSATION:
-        _enqueue_next(team, after=turn.agent)
+    # After an inbox turn the conversation may have been waiting for this agent.
+    _enqueue_next(team, after=turn.agent if turn.purpose == Turn.Purpose.CONVERSATION else None)
+
+
+def teams_restart_stalled() -> int:
+    """Running teams with no conversation turn queued or running get their next one.
+
+    Nothing should leave a team so, but the sweeper checks: a team must never wait
+    for a turn nobody will run."""
+    active = Turn.objects.filter(
+        team=OuterRef("pk"), purpose=Turn.Purpose.CONVERSATION, status__in=ACTIVE_TURN
+    )
+    restarted = 0
+    for team in Team.objects.filter(status=Team.Status.RUNNING).exclude(Exists(active)):
+        with transaction.atomic():
+            if _enqueue_next(_lock(team)) is not None:
+                restarted += 1
+    return restarted

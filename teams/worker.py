@@ -13,7 +13,7 @@ from datetime import timedelta
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
-from teams import agent_loop, events, questions
+from teams import agent_loop, conversation, events, questions
 from teams.models import Turn
 
 log = logging.getLogger("loom.worker")
@@ -55,7 +55,14 @@ def sweep(now=None) -> dict:
         events.wake_worker(turn_id)
         rewoken += 1
     expired = questions.expire(now)
-    return {"requeued": requeued, "failed": failed, "rewoken": rewoken, "expired": expired}
+    restarted = conversation.teams_restart_stalled()
+    return {
+        "requeued": requeued,
+        "failed": failed,
+        "rewoken": rewoken,
+        "expired": expired,
+        "restarted": restarted,
+    }
 
 
 def sweep_in_thread() -> dict:

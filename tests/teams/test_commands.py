@@ -41,4 +41,7 @@ def test_team_command_errors(team, capsys):
 
 def test_sweep_command_once(team, capsys):
     call_command("sweep", "--once")
-    assert "re-queued 0, failed 0, re-woken 0, queries expired 0" in capsys.readouterr().out
+    assert (
+        "re-queued 0, failed 0, re-woken 0, queries expired 0, stalled teams restarted 0"
+        in capsys.readouterr().out
+    )

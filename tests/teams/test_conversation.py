@@ -76,3 +76,25 @@ def test_last_phase_complete_makes_team_done(db):
     conversation.phase_complete(team=team, agent=team.agents.get(), summary="All done.")
     team.refresh_from_db()
     assert team.status == Team.Status.DONE
+
+
+def test_conversation_waits_for_an_inbox_turn_then_continues(team, agents):
+    from teams import questions
+
+    questions.ask(team=team, question="Quick one?", target="coach")  # idle: coach woken
+    inbox_turn = Turn.objects.get(purpose="inbox")
+    conversation.team_start(team=team)
+    assert not Turn.objects.filter(purpose="conversation").exists()  # coach is busy
+    drain(team, limit=1)
+    inbox_turn.refresh_from_db()
+    assert inbox_turn.status == "done"
+    assert Turn.objects.get(purpose="conversation", status="queued").agent.name == "coach"
+
+
+def test_sweeper_restarts_a_stalled_team(team):
+    from teams import worker
+
+    Team.objects.filter(pk=team.pk).update(status=Team.Status.RUNNING)
+    assert worker.sweep()["restarted"] == 1
+    assert Turn.objects.get(status="queued").agent.name == "coach"
+    assert worker.sweep()["restarted"] == 0

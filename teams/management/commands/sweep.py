@@ -19,7 +19,8 @@ class Command(BaseCommand):
             counts = sweep()
             self.stdout.write(
                 f"re-queued {counts['requeued']}, failed {counts['failed']}, "
-                f"re-woken {counts['rewoken']}, queries expired {counts['expired']}"
+                f"re-woken {counts['rewoken']}, queries expired {counts['expired']}, "
+                f"stalled teams restarted {counts['restarted']}"
             )
             if once:
                 return
