@@ -154,7 +154,7 @@ def _open_query(team: Team, key: str) -> Query:
     query = Query.objects.select_for_update().filter(team=team, key=key.strip()).first()
     if query is None:
         raise NotFound(f"Query {key} not found (may have expired).")
-    if query.status == Query.Status.EXPIRED:
+    if query.status == Query.Status.EXPIRED or query.expires_at < timezone.now():
         raise QueryClosed(f"Query {key} not found (may have expired).")
     return query
 
@@ -169,16 +169,19 @@ def answer(*, team: Team, key: str, answerer: Agent | None, text: str) -> Query:
     query = Query.objects.filter(team=team, key=key.strip()).first()
     if query is None or query.status == Query.Status.EXPIRED:
         raise NotFound(f"Query {key} not found (may have expired).")
-    won = Query.objects.filter(pk=query.pk, status=Query.Status.OPEN).update(
+    won = Query.objects.filter(pk=query.pk, status=Query.Status.OPEN, expires_at__gte=now).update(
         status=Query.Status.ANSWERED, answer=text, answered_by=answerer, answered_at=now
     )
+    query = (
+        Query.objects.select_for_update(of=("self",))
+        .select_related("origin", "answered_by")
+        .get(pk=query.pk)
+    )
     if not won:
-        query.refresh_from_db()
-        if query.status == Query.Status.EXPIRED:
+        if query.status != Query.Status.ANSWERED:  # expired, or past its TTL
             raise NotFound(f"Query {key} not found (may have expired).")
         by = query.answered_by.name if query.answered_by_id else "the PM"
         raise QueryClosed(f"Query {key} was already answered by {by}.")
-    query.refresh_from_db()
     query.hops = [*query.hops, _hop("answer", _name(answerer))]
     query.save(update_fields=["hops"])
     if query.origin is not None:

@@ -328,3 +328,15 @@ def test_scenario_offload_then_retrieve(team, agents, messages_api):
     assert offload_result.startswith(f"Offloaded {len(offloaded)} messages. Keeper {keeper.id}")
     # The next turn no longer carries the offloaded messages.
     assert offloaded[0] not in history_text(agents["coder"], team)
+
+
+def test_answer_after_ttl_is_refused_before_the_sweeper_runs(team, agents):
+    query = questions.ask(team=team, origin=agents["researcher"], question="Late?", target="coder")
+    Query.objects.filter(pk=query.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    with pytest.raises(NotFound, match="may have expired"):
+        questions.answer(team=team, key=query.key, answerer=agents["coder"], text="Now.")
+    with pytest.raises(NotFound, match="may have expired"):
+        questions.forward(
+            team=team, key=query.key, forwarder=agents["coder"], enrichment="x", target="reviewer"
+        )
+    assert questions.expire() == 1
