@@ -181,3 +181,36 @@ def test_agent_console_shows_drift_report_and_chart(admin_client, team, agents):
     assert "=== DRIFT REPORT ===" in page and "Original: Ship &lt;b&gt;v1&lt;/b&gt;" in page
     assert "<svg" in page and page.count("<rect") == 4 and "<polyline" in page
     assert "&lt;i&gt;Python&lt;/i&gt;" in page
+
+
+def test_every_add_page_renders_or_is_refused(admin_client, populated):
+    for model in [m for m in admin.site._registry if m._meta.app_label == "teams"]:
+        opts = model._meta
+        response = admin_client.get(reverse(f"admin:{opts.app_label}_{opts.model_name}_add"))
+        assert response.status_code in (200, 403), opts.model_name
+
+
+def test_admin_team_form_rejects_a_zero_turn_budget(admin_client, team):
+    response = admin_client.post(
+        reverse("admin:teams_team_add"),
+        {
+            "slug": "zero",
+            "name": "Zero",
+            "phases": '["one"]',
+            "phase_index": 0,
+            "status": "idle",
+            "max_turns": 0,
+            "max_cost_usd": "1",
+            "turn_count": 0,
+            "spent_usd": "0",
+            "agents-TOTAL_FORMS": 0,
+            "agents-INITIAL_FORMS": 0,
+            "anchors-TOTAL_FORMS": 0,
+            "anchors-INITIAL_FORMS": 0,
+        },
+    )
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors
+    from teams.models import Team
+
+    assert not Team.objects.filter(slug="zero").exists()
