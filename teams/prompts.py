@@ -25,13 +25,17 @@ ROLE_PROMPTS = {
     "external": "You are an agent driven by an external program through Loom's API.",
 }
 
-NORMS = """Conversation norms:
-- Be concise: a few sentences, no preamble, no restating what others said.
-- Silence means approval. Address others by @name when you need their response.
-- If you have nothing new to contribute (you agree with what's been said and have no
-  concerns, questions, or additions), use the pass_turn tool instead of restating
-  agreement. Only pass when you genuinely have nothing to add; do not pass if you
-  have any reservations."""
+NORMS = "\n".join(
+    [
+        "Conversation norms:",
+        "- Be concise: a few sentences, no preamble, no restating what others said.",
+        "- Silence means approval. Address others by @name when you need their response.",
+        "- If you have nothing new to contribute (you agree with what's been said and have "
+        "no concerns, questions, or additions), use the pass_turn tool instead of restating "
+        "agreement. Only pass when you genuinely have nothing to add; do not pass if you "
+        "have any reservations.",
+    ]
+)
 
 ASK_PM_LINE = (
     "If the team is stuck on a question that requires PM authority, use the ask_pm tool "
