@@ -49,6 +49,9 @@ class Tool:
     Params: ClassVar[type[Params]] = NoParams
     # True for tools whose call ends the agent's turn once their results are in.
     ends_turn: ClassVar[bool] = False
+    # True where a service's expected failure (not found, already answered, max hops)
+    # is a plain result the model reads, as the seeds word them, not an error.
+    failures_are_results: ClassVar[bool] = False
 
     def run(self, params: Any, ctx: ToolContext) -> str:  # pragma: no cover - interface
         raise NotImplementedError

@@ -5,7 +5,6 @@ from typing import Literal
 from pydantic import Field
 
 from teams import keepers
-from teams.errors import LoomError
 from tools.base import Params, Tool, ToolContext
 from tools.registry import register
 
@@ -33,18 +32,16 @@ class ContextRetrieve(Tool):
         "smart mode (LLM-summarized answer) for questions, raw mode for keyword lookups."
     )
     Params = RetrieveParams
+    failures_are_results = True
 
     def run(self, params: RetrieveParams, ctx: ToolContext) -> str:
-        try:
-            return keepers.retrieve(
-                team=ctx.team,
-                query=params.query,
-                keeper_id=params.keeper_id,
-                mode=params.mode,
-                turn=ctx.turn,
-            )
-        except LoomError as exc:
-            return exc.message
+        return keepers.retrieve(
+            team=ctx.team,
+            query=params.query,
+            keeper_id=params.keeper_id,
+            mode=params.mode,
+            turn=ctx.turn,
+        )
 
 
 class OffloadParams(Params):

@@ -3,7 +3,6 @@
 from pydantic import Field
 
 from teams import questions
-from teams.errors import LoomError
 from tools.base import Params, Tool, ToolContext
 from tools.registry import register
 
@@ -27,18 +26,16 @@ class PeerAskQuestion(Tool):
         "automatically enriches questions with relevant context from keepers."
     )
     Params = AskParams
+    failures_are_results = True
 
     def run(self, params: AskParams, ctx: ToolContext) -> str:
-        try:
-            query = questions.ask(
-                team=ctx.team,
-                origin=ctx.agent,
-                question=params.question,
-                target=params.target,
-                context=params.context,
-            )
-        except LoomError as exc:
-            return exc.message
+        query = questions.ask(
+            team=ctx.team,
+            origin=ctx.agent,
+            question=params.question,
+            target=params.target,
+            context=params.context,
+        )
         target = query.target.name if query.target_id else "all agents"
         return (
             f"Question sent to {target}. Query ID: {query.key}. The answer will be delivered "
@@ -59,14 +56,10 @@ class PeerAnswerQuestion(Tool):
         "original asker."
     )
     Params = AnswerParams
+    failures_are_results = True
 
     def run(self, params: AnswerParams, ctx: ToolContext) -> str:
-        try:
-            questions.answer(
-                team=ctx.team, key=params.query_id, answerer=ctx.agent, text=params.answer
-            )
-        except LoomError as exc:
-            return exc.message
+        questions.answer(team=ctx.team, key=params.query_id, answerer=ctx.agent, text=params.answer)
         return f"Answer delivered for query {params.query_id}."
 
 
@@ -90,17 +83,15 @@ class PeerForwardQuestion(Tool):
         "Omit the target to re-broadcast it to the whole team."
     )
     Params = ForwardParams
+    failures_are_results = True
 
     def run(self, params: ForwardParams, ctx: ToolContext) -> str:
-        try:
-            questions.forward(
-                team=ctx.team,
-                key=params.query_id,
-                forwarder=ctx.agent,
-                target=params.target,
-                enrichment=params.enrichment,
-            )
-        except LoomError as exc:
-            return exc.message
+        questions.forward(
+            team=ctx.team,
+            key=params.query_id,
+            forwarder=ctx.agent,
+            target=params.target,
+            enrichment=params.enrichment,
+        )
         target = params.target.lstrip("@") if params.target else "all agents"
         return f"Question forwarded to {target} with enrichment."

@@ -77,6 +77,8 @@ def execute(name: str, arguments, ctx: ToolContext, allowed=None) -> ToolResult:
     try:
         text = tool().run(params, ctx)
     except LoomError as exc:
+        if tool.failures_are_results:
+            return ToolResult(truncate(exc.message))
         return ToolResult(f"Error: {exc.message}", is_error=True)
     except Exception as exc:  # a bug: keep the loop alive, tell the model, log it all
         log.exception("Tool %s failed for agent %s", name, ctx.agent.name)
