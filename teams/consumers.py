@@ -1,4 +1,5 @@
 import asyncio
+from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
 from channels.consumer import AsyncConsumer
@@ -6,6 +7,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from teams import conversation, events, selectors
+from teams.models import Team
 from teams.worker import run_claimed_turn
 
 MAX_CONCURRENT_TURNS = 8
@@ -46,9 +48,14 @@ class TeamConsumer(AsyncJsonWebsocketConsumer):
         self.group = events.team_group(self.team.id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        await self.send_json(
-            {"event": "team.status", **conversation.team_status_payload(self.team)}
+        # Catch up on what happened between rendering the page (or losing the
+        # connection) and joining the group; the page drops duplicates by id.
+        missed, status = await database_sync_to_async(_team_catch_up)(
+            self.team.id, _after_id(self.scope)
         )
+        for message in missed:
+            await self.send_json({"event": "message.created", "message": message})
+        await self.send_json({"event": "team.status", **status})
 
     async def disconnect(self, code):
         if getattr(self, "group", None):
@@ -78,6 +85,9 @@ class PMInboxConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.channel_layer.group_add(events.INBOX_GROUP, self.channel_name)
         await self.accept()
+        # The open requests as of now, so the page can settle anything it missed.
+        requests = await database_sync_to_async(_open_requests)(user)
+        await self.send_json({"event": "pm_request.open_list", "requests": requests})
 
     async def disconnect(self, code):
         await self.channel_layer.group_discard(events.INBOX_GROUP, self.channel_name)
@@ -101,3 +111,24 @@ def _visible_team_ids(user) -> set[int] | None:
     if user is None or not user.is_authenticated or not user.is_staff:
         return None
     return set(selectors.teams_visible_to(user=user).values_list("id", flat=True))
+
+
+def _after_id(scope) -> int:
+    value = parse_qs(scope.get("query_string", b"").decode()).get("after", ["0"])[0]
+    return int(value) if value.isdigit() else 0
+
+
+def _team_catch_up(team_id: int, after_id: int) -> tuple[list[dict], dict]:
+    team = Team.objects.get(pk=team_id)
+    missed = [
+        conversation.message_payload(m)
+        for m in selectors.team_messages_after(team=team, after_id=after_id)
+    ]
+    request = selectors.team_open_pm_request(team=team)
+    status = conversation.team_status_payload(team)
+    status["pm_request"] = conversation.pm_request_payload(request) if request else None
+    return missed, status
+
+
+def _open_requests(user) -> list[dict]:
+    return [conversation.pm_request_payload(r) for r in selectors.open_pm_requests_for(user=user)]

@@ -189,3 +189,37 @@ def test_two_pms_answer_the_same_request(start_site, browser, pm_user):
     assert team.status in (Team.Status.RUNNING, Team.Status.AWAITING_PM)
     resumed = Turn.objects.filter(team=team, number__gt=5, purpose="conversation")
     assert resumed.filter(number=6).count() == 1
+
+
+def test_pages_catch_up_on_what_happened_before_their_websocket_connected(
+    start_site, browser, pm_user
+):
+    """The page is rendered, then the team moves on before the WebSocket is up
+    (a slow network, a reconnect): nothing said in between is missing."""
+    call_command("loom_demo")
+    site = start_site()
+    context = browser.new_context()
+    held = []
+    context.route_web_socket(re.compile(r".*/ws/.*"), lambda ws: held.append(ws))
+    live = context.new_page()
+    log_in(live, site, next_url="/teams/demo/")
+    inbox = context.new_page()
+    inbox.goto(f"{site.url}/pm/")
+    expect(live.locator("#no-messages")).to_be_visible()
+    expect(inbox.locator("#inbox-empty")).to_be_visible()
+
+    team = Team.objects.get(slug="demo")
+    coach = team.agents.get(name="coach")
+    services.message_add(team=team, author=coach, content="Said while you were away.")
+    Team.objects.filter(pk=team.pk).update(status=Team.Status.RUNNING)
+    PMRequest.objects.create(team=team, agent=coach, question="Missed question?")
+
+    for ws in held:  # the sockets reach the server only now
+        ws.connect_to_server()
+    expect(live.locator("#conversation li.msg .content")).to_have_text(
+        ["Said while you were away."]
+    )
+    expect(live.locator("#pm-question")).to_have_text("Missed question?")
+    expect(live.locator("#team-status")).to_have_text("Running")
+    expect(inbox.locator(".pm-item .question")).to_have_text(["Missed question?"])
+    context.close()

@@ -163,6 +163,8 @@ async def test_pm_inbox_streams_only_the_users_teams():
     communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/pm/")
     communicator.scope["user"] = user
     assert (await communicator.connect())[0]
+    hello = await communicator.receive_json_from(timeout=5)
+    assert hello == {"event": "pm_request.open_list", "requests": []}
 
     def ask(team, question):
         conversation.team_start(team=team)
@@ -181,4 +183,69 @@ async def test_pm_inbox_streams_only_the_users_teams():
     event = await communicator.receive_json_from(timeout=5)
     assert event["event"] == "pm_request.answered" and event["request"]["id"] == request.id
     assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()
+
+
+async def test_reconnecting_page_gets_what_it_missed_and_the_open_request():
+    """A page rendered with messages up to id N connects with ?after=N and receives
+    the later ones, then the status with the PM request open now."""
+
+    def setup():
+        team = make_team()
+        coach = team.agents.get(name="coach")
+        first = conversation.post(team, "Seen at render.", author=coach)
+        conversation.post(team, "Missed one.", author=coach)
+        conversation.post(
+            team, "Private.", author=coach, recipient=team.agents.get(name="researcher")
+        )
+        conversation.post(team, "Missed two.", author=coach)
+        conversation.team_start(team=team)
+        conversation.pm_request_ask(team=team, agent=coach, question="Which?", turn=None)
+        return first.id
+
+    first_id = await database_sync_to_async(setup)()
+    user = await database_sync_to_async(make_user)("dora", superuser=True)
+    communicator = WebsocketCommunicator(
+        URLRouter(websocket_urlpatterns), f"/ws/teams/alpha/?after={first_id}"
+    )
+    communicator.scope["user"] = user
+    assert (await communicator.connect())[0]
+    seen = await receive_until(communicator, lambda e: e["event"] == "team.status")
+    missed = [e["message"]["content"] for e in seen if e["event"] == "message.created"]
+    assert missed[:2] == ["Missed one.", "Missed two."]
+    assert "Seen at render." not in missed and "Private." not in missed
+    assert seen[-1]["pm_request"]["question"] == "Which?"
+    await communicator.disconnect()
+
+    # A garbage `after` is treated as "from the start", never as an error.
+    communicator = WebsocketCommunicator(
+        URLRouter(websocket_urlpatterns), "/ws/teams/alpha/?after=x"
+    )
+    communicator.scope["user"] = user
+    assert (await communicator.connect())[0]
+    seen = await receive_until(communicator, lambda e: e["event"] == "team.status")
+    assert [e["message"]["content"] for e in seen if e["event"] == "message.created"][0] == (
+        "Seen at render."
+    )
+    await communicator.disconnect()
+
+
+async def test_pm_inbox_connect_lists_the_requests_open_now():
+    def setup():
+        team = make_team()
+        user = make_user("erin")
+        team.managers.add(user)
+        conversation.team_start(team=team)
+        conversation.pm_request_ask(
+            team=team, agent=team.agents.get(name="coach"), question="Before you came?", turn=None
+        )
+        return user
+
+    user = await database_sync_to_async(setup)()
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/pm/")
+    communicator.scope["user"] = user
+    assert (await communicator.connect())[0]
+    hello = await communicator.receive_json_from(timeout=5)
+    assert hello["event"] == "pm_request.open_list"
+    assert [r["question"] for r in hello["requests"]] == ["Before you came?"]
     await communicator.disconnect()

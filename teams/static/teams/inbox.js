@@ -42,6 +42,16 @@
     refreshEmpty();
   }
 
+  // On (re)connect: the open requests as of now; drop what was answered meanwhile.
+  function settle(requests) {
+    const open = new Set(requests.map((r) => String(r.id)));
+    inbox.querySelectorAll("li[data-id]").forEach((li) => {
+      if (!open.has(li.dataset.id)) li.remove();
+    });
+    [...requests].reverse().forEach(add);
+    refreshEmpty();
+  }
+
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     const ws = new WebSocket(`${scheme}://${location.host}${cfg.ws}`);
@@ -49,6 +59,7 @@
       const event = JSON.parse(message.data);
       if (event.event === "pm_request.opened") add(event.request);
       if (event.event === "pm_request.answered") remove(event.request);
+      if (event.event === "pm_request.open_list") settle(event.requests);
     };
     ws.onopen = () => document.body.dataset.live = "on";
     ws.onclose = () => { document.body.dataset.live = "off"; setTimeout(connect, 2000); };

@@ -25,7 +25,10 @@
               el("div", "content", m.content));
     // Follow the conversation only when the reader is at the bottom already.
     const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
-    conversation.append(li);
+    // Keep id order: catch-up after a reconnect may deliver older messages late.
+    const later = [...conversation.querySelectorAll("li[data-id]")].find(
+      (other) => Number(other.dataset.id) > m.id);
+    conversation.insertBefore(li, later || null);
     if (speaking.dataset.agent === m.speaker) stopSpeaking();
     if (atBottom) li.scrollIntoView({block: "nearest"});
   }
@@ -43,6 +46,16 @@
     $("team-phase").textContent = t.phase;
     $("team-turns").textContent = t.turn_count;
     if (t.spent_usd !== undefined) $("team-cost").textContent = t.spent_usd;
+    // On (re)connect the server says which PM request, if any, is open now.
+    if ("pm_request" in t) {
+      if (t.pm_request) showRequest(t.pm_request);
+      else $("pm-request").hidden = true;
+    }
+  }
+
+  function lastId() {
+    const ids = [...conversation.querySelectorAll("li[data-id]")].map((li) => Number(li.dataset.id));
+    return ids.length ? Math.max(...ids) : 0;
   }
 
   function showRequest(r) {
@@ -78,7 +91,8 @@
 
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const ws = new WebSocket(`${scheme}://${location.host}${cfg.ws}`);
+    // `after` lets the server send what this page missed while not connected.
+    const ws = new WebSocket(`${scheme}://${location.host}${cfg.ws}?after=${lastId()}`);
     ws.onmessage = (message) => {
       const event = JSON.parse(message.data);
       const handle = handlers[event.event];
