@@ -1,16 +1,21 @@
 import asyncio
+import time
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
 from channels.consumer import AsyncConsumer
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.auth import get_user_model
 
 from teams import conversation, events, selectors
 from teams.models import Team
 from teams.worker import run_claimed_turn
 
 MAX_CONCURRENT_TURNS = 8
+# How stale a socket's view of its user's rights may get: a PM removed from a
+# team, demoted or deactivated stops receiving within this many seconds.
+ACCESS_RECHECK_SECONDS = 5.0
 
 
 class TurnWorkerConsumer(AsyncConsumer):
@@ -34,7 +39,23 @@ class TurnWorkerConsumer(AsyncConsumer):
             await sync_to_async(run_claimed_turn, thread_sensitive=False)(turn_id)
 
 
-class TeamConsumer(AsyncJsonWebsocketConsumer):
+class AccessCheckedConsumer(AsyncJsonWebsocketConsumer):
+    """Re-reads the user's visible teams now and then, not only at connect."""
+
+    checked_at = 0.0
+    team_ids: set[int] = frozenset()
+
+    async def refresh_access(self, *, force: bool = False) -> set[int] | None:
+        now = time.monotonic()
+        if force or now - self.checked_at >= ACCESS_RECHECK_SECONDS:
+            self.checked_at = now
+            ids = await database_sync_to_async(_visible_team_ids)(self.scope.get("user"))
+            self.team_ids = ids or set()
+            return ids
+        return self.team_ids
+
+
+class TeamConsumer(AccessCheckedConsumer):
     """Streams one team's events to a user who may see that team."""
 
     async def connect(self):
@@ -45,6 +66,7 @@ class TeamConsumer(AsyncJsonWebsocketConsumer):
         if self.team is None:
             await self.close(code=4403)
             return
+        await self.refresh_access(force=True)
         self.group = events.team_group(self.team.id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -62,6 +84,9 @@ class TeamConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def _forward(self, event):
+        if self.team.id not in await self.refresh_access():
+            await self.close(code=4403)
+            return
         payload = {k: v for k, v in event.items() if k != "type"}
         await self.send_json({"event": event["type"], **payload})
 
@@ -74,13 +99,12 @@ class TeamConsumer(AsyncJsonWebsocketConsumer):
     team_status = _forward
 
 
-class PMInboxConsumer(AsyncJsonWebsocketConsumer):
+class PMInboxConsumer(AccessCheckedConsumer):
     """Open PM requests appearing and leaving, for the teams this user may see."""
 
     async def connect(self):
         user = self.scope.get("user")
-        self.team_ids = await database_sync_to_async(_visible_team_ids)(user)
-        if self.team_ids is None:
+        if await self.refresh_access(force=True) is None:
             await self.close(code=4403)
             return
         await self.channel_layer.group_add(events.INBOX_GROUP, self.channel_name)
@@ -94,13 +118,14 @@ class PMInboxConsumer(AsyncJsonWebsocketConsumer):
 
     async def _forward(self, event):
         team_id = event["request"]["team_id"]
-        if team_id not in self.team_ids:
-            # A team the user was given since connecting?
-            self.team_ids = (
-                await database_sync_to_async(_visible_team_ids)(self.scope.get("user")) or set()
-            )
-            if team_id not in self.team_ids:
-                return
+        # A team given since the last check shows at once; one taken away
+        # stops showing at the next periodic check.
+        visible = await self.refresh_access(force=team_id not in self.team_ids)
+        if visible is None:
+            await self.close(code=4403)
+            return
+        if team_id not in visible:
+            return
         await self.send_json({"event": event["type"], "request": event["request"]})
 
     pm_request_opened = _forward
@@ -108,7 +133,12 @@ class PMInboxConsumer(AsyncJsonWebsocketConsumer):
 
 
 def _visible_team_ids(user) -> set[int] | None:
-    if user is None or not user.is_authenticated or not user.is_staff:
+    """None when the user may not use the live pages at all (any more)."""
+    if user is None or not user.is_authenticated:
+        return None
+    # Fresh from the database: the scope's user is as it was at connect.
+    user = get_user_model().objects.filter(pk=user.pk, is_active=True, is_staff=True).first()
+    if user is None:
         return None
     return set(selectors.teams_visible_to(user=user).values_list("id", flat=True))
 

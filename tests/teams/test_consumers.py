@@ -249,3 +249,54 @@ async def test_pm_inbox_connect_lists_the_requests_open_now():
     assert hello["event"] == "pm_request.open_list"
     assert [r["question"] for r in hello["requests"]] == ["Before you came?"]
     await communicator.disconnect()
+
+
+async def test_team_socket_closes_once_the_user_no_longer_manages_the_team(monkeypatch):
+    monkeypatch.setattr("teams.consumers.ACCESS_RECHECK_SECONDS", 0)
+
+    def setup():
+        team = make_team()
+        user = make_user("fred")
+        team.managers.add(user)
+        return team, user
+
+    team, user = await database_sync_to_async(setup)()
+    communicator = connect(user)
+    assert (await communicator.connect())[0]
+    await receive_until(communicator, lambda e: e["event"] == "team.status")
+    coach = await database_sync_to_async(team.agents.get)(name="coach")
+    await database_sync_to_async(conversation.post)(team, "Still yours.", author=coach)
+    event = await communicator.receive_json_from(timeout=5)
+    assert event["message"]["content"] == "Still yours."
+
+    await database_sync_to_async(team.managers.remove)(user)
+    await database_sync_to_async(conversation.post)(team, "Not for fred.", author=coach)
+    closed = await communicator.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 4403}
+
+
+async def test_pm_inbox_socket_closes_for_a_deactivated_user(monkeypatch):
+    monkeypatch.setattr("teams.consumers.ACCESS_RECHECK_SECONDS", 0)
+
+    def setup():
+        team = make_team()
+        user = make_user("gina")
+        team.managers.add(user)
+        conversation.team_start(team=team)
+        return team, user
+
+    team, user = await database_sync_to_async(setup)()
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/pm/")
+    communicator.scope["user"] = user
+    assert (await communicator.connect())[0]
+    assert (await communicator.receive_json_from(timeout=5))["requests"] == []
+
+    def deactivate_and_ask():
+        type(user).objects.filter(pk=user.pk).update(is_active=False)
+        conversation.pm_request_ask(
+            team=team, agent=team.agents.get(name="coach"), question="Secret?", turn=None
+        )
+
+    await database_sync_to_async(deactivate_and_ask)()
+    closed = await communicator.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 4403}
