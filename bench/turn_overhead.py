@@ -30,6 +30,8 @@ def main():
 
     os.environ.setdefault("LOOM_DATA_DIR", tempfile.mkdtemp(prefix="loom-bench-"))
     os.environ["LOOM_OFFLINE_DELAY"] = "0"
+    # As in production: DEBUG on would also record every SQL query in memory.
+    os.environ.setdefault("LOOM_DEBUG", "0")
     os.environ.pop("ANTHROPIC_API_KEY", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loomsite.settings")
     import django
@@ -93,6 +95,9 @@ def main():
 
     first, last = summary(durations[:100]), summary(durations[-100:])
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    from django.conf import settings
+
+    print(f"DEBUG: {settings.DEBUG} (set LOOM_DEBUG to change)")
     print(f"database: {connection.vendor}; turns run: {len(durations)}; outcomes: {outcomes}")
     print("orchestration time per turn (whole turn minus time inside the model):")
     print(f"first 100 turns: median {first[0]:.2f} ms, p95 {first[1]:.2f} ms")
