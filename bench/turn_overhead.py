@@ -73,6 +73,7 @@ def main():
     conversation.team_start(team=team)
     durations, whole = [], []
     outcomes = {}
+    calibration = []  # the same pure-Python work before each 100 turns
     while len(durations) < args.turns:
         turn = Turn.objects.filter(team=team, status=Turn.Status.QUEUED).first()
         if turn is None:
@@ -81,6 +82,8 @@ def main():
                 break
             conversation.pm_request_answer(request_id=request.id, answer="Go with HTML.")
             continue
+        if len(durations) % 100 == 0 and len(calibration) * 100 <= len(durations):
+            calibration.append(_calibrate())
         model_seconds[0] = 0.0
         start = time.perf_counter()
         done = agent_loop.run_turn(turn.id, "bench")
@@ -103,11 +106,25 @@ def main():
     print(f"first 100 turns: median {first[0]:.2f} ms, p95 {first[1]:.2f} ms")
     print(f"last 100 turns:  median {last[0]:.2f} ms, p95 {last[1]:.2f} ms")
     print(f"last/first median ratio: {last[0] / first[0]:.2f}")
+    # Growth shows as a trend here; a noisy machine as scatter around one level.
+    blocks = [statistics.median(durations[i : i + 100]) for i in range(0, len(durations), 100)]
+    print("median of each 100 turns (ms):", " ".join(f"{b:.1f}" for b in blocks))
     print(
         f"all turns: median {statistics.median(durations):.2f} ms orchestration, "
         f"{statistics.median(whole):.2f} ms whole turn with the offline model"
     )
     print(f"peak memory (max RSS): {peak_mb:.1f} MB")
+    print(
+        "machine speed, sum(range(10**6)) before each 100 turns (ms):",
+        " ".join(f"{c:.1f}" for c in calibration),
+        "(a steady machine repeats one figure; scatter here means scatter above)",
+    )
+
+
+def _calibrate() -> float:
+    start = time.perf_counter()
+    sum(range(10**6))
+    return (time.perf_counter() - start) * 1000
 
 
 if __name__ == "__main__":
