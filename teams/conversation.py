@@ -12,7 +12,7 @@ from django.utils import timezone
 from teams import events
 from teams.errors import Conflict, InvalidInput, NotFound
 from teams.models import Agent, Message, PMRequest, Team, Turn
-from teams.services import message_add, pm_request_open
+from teams.services import message_add, pm_request_open, text_check
 
 log = logging.getLogger("loom.conversation")
 
@@ -235,6 +235,7 @@ def pm_request_answer(*, request_id: int, answer: str, user=None) -> PMRequest:
     cleanly instead of posting twice."""
     if not answer or not answer.strip():
         raise InvalidInput("The answer is empty.", field="answer")
+    text_check(answer, field="answer")
     request = PMRequest.objects.select_related("team").filter(pk=request_id).first()
     if request is None:
         raise NotFound(f"No PM request {request_id}.")

@@ -145,10 +145,24 @@ def _describe_status_error(exc: anthropic.APIStatusError) -> str:
 
 def _block_dict(block) -> dict:
     if block.type == "text":
-        return {"type": "text", "text": block.text}
-    if block.type == "tool_use":
-        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-    return block.model_dump(mode="json", exclude_none=True)
+        data = {"type": "text", "text": block.text}
+    elif block.type == "tool_use":
+        data = {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    else:
+        data = block.model_dump(mode="json", exclude_none=True)
+    return without_nul(data)
+
+
+def without_nul(value):
+    """Model output minus NUL characters, which PostgreSQL text and jsonb refuse:
+    a stray one must not fail the turn that carries it."""
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, list):
+        return [without_nul(v) for v in value]
+    if isinstance(value, dict):
+        return {k: without_nul(v) for k, v in value.items()}
+    return value
 
 
 _client_lock = threading.Lock()

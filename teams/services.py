@@ -79,6 +79,8 @@ def team_create(
         )
     if max_turns < 1:
         raise InvalidInput("The turn budget must be at least 1.", field="max_turns")
+    for field, value in (("name", name), ("goal", goal), ("phases", "".join(phases))):
+        text_check(value, field=field)
     if Team.objects.filter(slug=slug).exists():
         raise Conflict(f"A team with slug {slug!r} already exists.", field="slug")
     team = Team(
@@ -120,6 +122,12 @@ def agent_create(
     return agent
 
 
+def text_check(value: str, *, field: str) -> None:
+    """Refuse text no database can store as given (PostgreSQL rejects NUL)."""
+    if "\x00" in value:
+        raise InvalidInput(f"The {field} may not contain NUL characters.", field=field)
+
+
 def message_add(
     *,
     team: Team,
@@ -137,6 +145,7 @@ def message_add(
         raise InvalidInput(f"Unknown message kind {kind!r}.", field="kind")
     if not content or not content.strip():
         raise InvalidInput("A message needs some content.", field="content")
+    text_check(content, field="content")
     for agent in (author, recipient):
         if agent is not None and agent.team_id != team.id:
             raise InvalidInput(f"Agent {agent.name!r} is not in team {team.slug!r}.")
@@ -166,6 +175,7 @@ def anchor_save(*, team: Team, key: str, value: str, changed_by: str = "") -> An
         )
     if not value or not value.strip():
         raise InvalidInput("An anchor needs a value.", field="value")
+    text_check(value, field="value")
     anchor = Anchor.objects.select_for_update().filter(team=team, key=key).first()
     if anchor is None:
         anchor = Anchor(team=team, key=key, value=value, updated_by=changed_by)
@@ -183,6 +193,7 @@ def anchor_save(*, team: Team, key: str, value: str, changed_by: str = "") -> An
 def pm_request_open(*, team: Team, question: str, agent: Agent | None = None, turn=None):
     if not question or not question.strip():
         raise InvalidInput("A PM request needs a question.", field="question")
+    text_check(question, field="question")
     if PMRequest.objects.filter(team=team, status=PMRequest.Status.OPEN).exists():
         raise Conflict(f"Team {team.slug!r} already has an open PM request.")
     with _integrity_as(Conflict(f"Team {team.slug!r} already has an open PM request.")):

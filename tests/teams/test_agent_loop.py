@@ -182,6 +182,23 @@ def test_529_then_success_completes_with_one_message(team, messages_api):
     assert turn.steps.count() == 1
 
 
+def test_nul_characters_from_the_model_are_dropped_not_fatal(team, agents, messages_api):
+    """PostgreSQL refuses NUL in text and jsonb; the model may still send one."""
+    messages_api(
+        [
+            text("Half\x00way."),
+            tool("peer_message", {"to": "coach", "content": "Psst\x00!"}),
+            text("Done."),
+        ]
+    )
+    conversation.team_start(team=team)
+    first, second = drain(team, limit=2)
+    assert (first.status, second.status) == (Turn.Status.DONE, Turn.Status.DONE)
+    assert Message.objects.get(turn=first).content == "Halfway."
+    assert Message.objects.get(kind="peer").content == "Psst!"
+    assert "\x00" not in str(second.steps.first().content)
+
+
 def test_400_fails_the_turn_and_duplicates_nothing(team, messages_api):
     api = messages_api([bad_request("messages.0: content is empty")])
     conversation.team_start(team=team)

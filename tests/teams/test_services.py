@@ -67,7 +67,9 @@ def test_anchor_key_unique_and_save_replaces_with_history(team):
     assert [r.value for r in anchor.revisions.all()] == ["Rust", "Python"]
 
 
-@pytest.mark.parametrize("key, value", [("", "v"), ("has space", "v"), ("ok", "  ")])
+@pytest.mark.parametrize(
+    "key, value", [("", "v"), ("has space", "v"), ("ok", "  "), ("ok", "nul\x00")]
+)
 def test_anchor_bad_input(team, key, value):
     with pytest.raises(InvalidInput):
         services.anchor_save(team=team, key=key, value=value)
@@ -100,7 +102,17 @@ def test_message_add_rejects_bad_input(team, agents):
     )
     with pytest.raises(InvalidInput, match="not in team"):
         services.message_add(team=team, content="x", author=stranger)
+    with pytest.raises(InvalidInput, match="content may not contain NUL"):
+        services.message_add(team=team, content="a\x00b")
     assert not Message.objects.exists()
+
+
+def test_text_postgresql_cannot_store_is_refused_everywhere(team, agents):
+    with pytest.raises(InvalidInput, match="goal may not contain NUL"):
+        services.team_create(slug="gamma", goal="ship\x00")
+    with pytest.raises(InvalidInput, match="question may not contain NUL"):
+        services.pm_request_open(team=team, question="Why\x00?", agent=agents["coach"])
+    assert not PMRequest.objects.exists()
 
 
 def test_api_token_hashed_at_rest(team):

@@ -105,6 +105,14 @@ def test_answer_redirects_only_to_this_site(manager, team):
     assert response["Location"] == "/pm/"
 
 
+def test_answer_with_a_nul_byte_is_refused_and_the_request_stays_open(manager, team):
+    request = open_request(team)
+    response = manager.post(f"/pm/{request.id}/answer/", {"answer": "yes\x00"}, follow=True)
+    assert "may not contain NUL characters" in response.content.decode()
+    request.refresh_from_db()
+    assert request.status == PMRequest.Status.OPEN
+
+
 def test_actions_and_pm_post(manager, team):
     response = manager.post("/teams/alpha/action/", {"action": "start"}, follow=True)
     assert "Team alpha started." in response.content.decode()
@@ -114,6 +122,11 @@ def test_actions_and_pm_post(manager, team):
     assert Message.objects.get(kind="pm").content == "Focus on HTML."
     response = manager.post("/teams/alpha/post/", {"content": "  "}, follow=True)
     assert "The message is empty." in response.content.decode()
+    # A NUL byte (which PostgreSQL cannot store) is a form error, never a 500.
+    response = manager.post("/teams/alpha/post/", {"content": "a\x00b"}, follow=True)
+    assert response.status_code == 200
+    assert "may not contain NUL characters" in response.content.decode()
+    assert Message.objects.filter(kind="pm").count() == 1
     assert manager.get("/teams/alpha/action/").status_code == 405
 
 
