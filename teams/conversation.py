@@ -284,7 +284,7 @@ def phase_complete(*, team: Team, agent: Agent, summary: str) -> Team:
     return team
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # nested in the turn's finish: all or nothing
 def turn_finished(*, turn: Turn) -> None:
     """Count the turn and hand the floor to the next speaker."""
     counted = {"turns": F("turns") + 1}

@@ -112,17 +112,12 @@ def history_messages(
         Message.objects.filter(phase_conversation | summaries | inbox)
         .exclude(kind=Message.Kind.PASS_NOTE)
         .exclude(keeper_entries__keeper__agent=agent)
+        .select_related("author")
         .order_by("id")
     )
     if until_id is not None:
         messages = messages.filter(id__lte=until_id)
-    history = list(messages)
-    # Authors from one small query instead of a join that builds an Agent per row.
-    authors = {a.id: a for a in team.agents.all()} if history else {}
-    for message in history:
-        if message.author_id in authors:
-            message.author = authors[message.author_id]
-    return history
+    return list(messages)
 
 
 def mention_note(agent: Agent, history: list[Message]) -> str:

@@ -8,7 +8,9 @@ from teams.model_client import ModelReply, cost_of
 from teams.models import Team, Turn
 
 
-@transaction.atomic
+# No savepoint when nested (the agent loop's step transaction): a failure here
+# fails the whole step anyway, and the savepoint costs two statements per call.
+@transaction.atomic(savepoint=False)
 def turn_add_usage(turn: Turn, reply: ModelReply, *, renew_lease=None) -> None:
     usage = reply.usage
     cost = cost_of(reply.model, usage)

@@ -3,7 +3,6 @@
 import asyncio
 
 import pytest
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.routing import URLRouter
 from channels.testing import ApplicationCommunicator, WebsocketCommunicator
@@ -136,7 +135,7 @@ async def test_worker_runs_a_woken_turn_once_despite_duplicate_wake_ups(messages
     await worker.send_input({"type": "turn.queued", "turn_id": turn_id})
     await worker.send_input({"type": "turn.queued", "turn_id": turn_id})
     for _ in range(100):
-        status = await sync_to_async(lambda: Turn.objects.get(pk=turn_id).status)()
+        status = await database_sync_to_async(lambda: Turn.objects.get(pk=turn_id).status)()
         if status == "done":
             break
         await asyncio.sleep(0.05)
@@ -273,6 +272,7 @@ async def test_team_socket_closes_once_the_user_no_longer_manages_the_team(monke
     await database_sync_to_async(conversation.post)(team, "Not for fred.", author=coach)
     closed = await communicator.receive_output(timeout=5)
     assert closed == {"type": "websocket.close", "code": 4403}
+    await communicator.disconnect()
 
 
 async def test_pm_inbox_socket_closes_for_a_deactivated_user(monkeypatch):
@@ -300,3 +300,4 @@ async def test_pm_inbox_socket_closes_for_a_deactivated_user(monkeypatch):
     await database_sync_to_async(deactivate_and_ask)()
     closed = await communicator.receive_output(timeout=5)
     assert closed == {"type": "websocket.close", "code": 4403}
+    await communicator.disconnect()
