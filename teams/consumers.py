@@ -40,10 +40,14 @@ class TurnWorkerConsumer(AsyncConsumer):
 
 
 class AccessCheckedConsumer(AsyncJsonWebsocketConsumer):
-    """Re-reads the user's visible teams now and then, not only at connect."""
+    """A server-to-browser stream that re-reads the user's visible teams now and
+    then, not only at connect."""
 
     checked_at = 0.0
     team_ids: set[int] = frozenset()
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        """These sockets only speak: whatever a client sends is ignored, garbage included."""
 
     async def refresh_access(self, *, force: bool = False) -> set[int] | None:
         now = time.monotonic()

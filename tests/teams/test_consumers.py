@@ -301,3 +301,20 @@ async def test_pm_inbox_socket_closes_for_a_deactivated_user(monkeypatch):
     closed = await communicator.receive_output(timeout=5)
     assert closed == {"type": "websocket.close", "code": 4403}
     await communicator.disconnect()
+
+
+async def test_sockets_ignore_what_clients_send():
+    """The sockets only speak; garbage from a client neither crashes nor closes them."""
+    await database_sync_to_async(make_team)()
+    user = await database_sync_to_async(make_user)("hank", superuser=True)
+    for path in ("/ws/teams/alpha/", "/ws/pm/"):
+        communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
+        communicator.scope["user"] = user
+        assert (await communicator.connect())[0]
+        while not await communicator.receive_nothing(timeout=0.2):
+            await communicator.receive_json_from()  # the connect events
+        await communicator.send_to(text_data="{not json")
+        await communicator.send_to(bytes_data=b"\x00\xff")
+        await communicator.send_json_to({"event": "team.status", "status": "done"})
+        assert await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
