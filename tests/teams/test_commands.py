@@ -45,3 +45,14 @@ def test_sweep_command_once(team, capsys):
         "re-queued 0, failed 0, re-woken 0, queries expired 0, stalled teams restarted 0"
         in capsys.readouterr().out
     )
+
+
+def test_serve_refuses_a_port_in_use_with_a_clear_error():
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(CommandError, match=f"Cannot listen on 127.0.0.1:{port}.*--port"):
+            call_command("serve", "--port", str(port))

@@ -1,5 +1,6 @@
 import asyncio
 import logging
+import socket
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -46,6 +47,7 @@ class Command(BaseCommand):
             background.append(asyncio.ensure_future(run_sweeper()))
             log.info("Turn worker %s and the sweeper are running in this process.", WORKER_ID)
 
+        _check_port_free(host, port)
         self.stdout.write(f"Loom on http://{host}:{port}/ (admin at /admin/). Ctrl-C stops.")
         Server(
             application=application,
@@ -53,3 +55,22 @@ class Command(BaseCommand):
             ready_callable=start_workers,
             verbosity=0,
         ).run()
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Daphne only logs a listen failure and exits 0; say so plainly and fail instead."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise CommandError(f"Cannot serve on {host!r}: {exc.strerror}.") from None
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise CommandError(
+                f"Cannot listen on {host}:{port}: {exc.strerror}. "
+                "Is Loom already running? Choose another port with --port "
+                "(make run PORT=8001)."
+            ) from None
