@@ -70,7 +70,7 @@ class TeamConsumer(AccessCheckedConsumer):
         if self.team is None:
             await self.close(code=4403)
             return
-        await self.refresh_access(force=True)
+        self.team_ids, self.checked_at = {self.team.id}, time.monotonic()
         self.group = events.team_group(self.team.id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()

@@ -26,9 +26,10 @@
     // Follow the conversation only when the reader is at the bottom already.
     const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
     // Keep id order: catch-up after a reconnect may deliver older messages late.
-    const later = [...conversation.querySelectorAll("li[data-id]")].find(
-      (other) => Number(other.dataset.id) > m.id);
-    conversation.insertBefore(li, later || null);
+    const last = conversation.querySelector("li[data-id]:last-child");
+    const later = !last || Number(last.dataset.id) < m.id ? null
+      : [...conversation.querySelectorAll("li[data-id]")].find((o) => Number(o.dataset.id) > m.id);
+    conversation.insertBefore(li, later);
     if (speaking.dataset.agent === m.speaker) stopSpeaking();
     if (atBottom) li.scrollIntoView({block: "nearest"});
   }
