@@ -53,8 +53,20 @@ def turn_finished_payload(turn: Turn, team: Team) -> dict:
     }
 
 
+# Which of team_start / team_pause / team_resume each status accepts; the pages
+# offer only these buttons (tests hold this table to the services' own checks).
+ACTIONS_BY_STATUS = {
+    Team.Status.IDLE: ("start", "resume"),
+    Team.Status.RUNNING: ("pause",),
+    Team.Status.AWAITING_PM: ("pause",),
+    Team.Status.PAUSED: ("start", "resume"),
+    Team.Status.DONE: (),
+}
+
+
 def team_status_payload(team: Team) -> dict:
     return {
+        "actions": list(ACTIONS_BY_STATUS.get(team.status, ())),
         "status": team.status,
         "status_label": team.get_status_display(),
         "phase": team.phase,

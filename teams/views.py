@@ -43,6 +43,7 @@ def team_live(request, slug):
             "team": team,
             "conversation": selectors.team_transcript(team=team),
             "pm_request": selectors.team_open_pm_request(team=team),
+            "actions": conversation.ACTIONS_BY_STATUS.get(team.status, ()),
             "agents": team.agents.all(),
             "offline": not settings.ANTHROPIC_API_KEY,
             "live_config": {

@@ -27,8 +27,10 @@ def test_pm_starts_demo_watches_and_answers_from_the_inbox(start_site, browser, 
     expect(inbox.locator("body[data-live=on]")).to_have_count(1)
     expect(live.locator("body[data-live=on]")).to_have_count(1)
 
+    expect(live.locator("button[value=pause]")).to_be_disabled()
     live.click("button[value=start]")
     expect(live.locator("#team-status")).to_have_text(re.compile("Running|Awaiting PM"))
+    expect(live.locator("button[value=start]")).to_be_disabled()
     # Text streams into the speaking box before it becomes a message.
     live.wait_for_function(
         "document.getElementById('speaking-text').textContent.length > 0",
@@ -221,5 +223,8 @@ def test_pages_catch_up_on_what_happened_before_their_websocket_connected(
     )
     expect(live.locator("#pm-question")).to_have_text("Missed question?")
     expect(live.locator("#team-status")).to_have_text("Running")
+    # The buttons follow the status the socket reports, without a reload.
+    expect(live.locator("button[value=start]")).to_be_disabled()
+    expect(live.locator("button[value=pause]")).to_be_enabled()
     expect(inbox.locator(".pm-item .question")).to_have_text(["Missed question?"])
     context.close()

@@ -98,3 +98,18 @@ def test_sweeper_restarts_a_stalled_team(team):
     assert worker.sweep()["restarted"] == 1
     assert Turn.objects.get(status="queued").agent.name == "coach"
     assert worker.sweep()["restarted"] == 0
+
+
+@pytest.mark.parametrize("status", Team.Status.values)
+@pytest.mark.parametrize("action", ["start", "pause", "resume"])
+def test_offered_actions_are_exactly_those_the_services_accept(team, agents, status, action):
+    Team.objects.filter(pk=team.pk).update(status=status)
+    team.refresh_from_db()
+    offered = action in conversation.team_status_payload(team)["actions"]
+    try:
+        getattr(conversation, f"team_{action}")(team=team)
+    except Conflict:
+        accepted = False
+    else:
+        accepted = True
+    assert offered == accepted

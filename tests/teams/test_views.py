@@ -114,8 +114,12 @@ def test_answer_with_a_nul_byte_is_refused_and_the_request_stays_open(manager, t
 
 
 def test_actions_and_pm_post(manager, team):
+    page = manager.get("/teams/alpha/").content.decode()
+    assert 'value="start">Start' in page and 'value="pause" disabled>Pause' in page
     response = manager.post("/teams/alpha/action/", {"action": "start"}, follow=True)
     assert "Team alpha started." in response.content.decode()
+    page = response.content.decode()
+    assert 'value="start" disabled>Start' in page and 'value="pause">Pause' in page
     response = manager.post("/teams/alpha/action/", {"action": "start"}, follow=True)
     assert "already running" in response.content.decode()
     manager.post("/teams/alpha/post/", {"content": "Focus on HTML."})

@@ -47,6 +47,11 @@
     $("team-phase").textContent = t.phase;
     $("team-turns").textContent = t.turn_count;
     if (t.spent_usd !== undefined) $("team-cost").textContent = t.spent_usd;
+    if (t.actions) {
+      document.querySelectorAll("form.actions button[name=action]").forEach((button) => {
+        button.disabled = !t.actions.includes(button.value);
+      });
+    }
     // On (re)connect the server says which PM request, if any, is open now.
     if ("pm_request" in t) {
       if (t.pm_request) showRequest(t.pm_request);
