@@ -228,3 +228,36 @@ def test_pages_catch_up_on_what_happened_before_their_websocket_connected(
     expect(live.locator("button[value=pause]")).to_be_enabled()
     expect(inbox.locator(".pm-item .question")).to_have_text(["Missed question?"])
     context.close()
+
+
+def test_live_pages_say_when_the_connection_drops_and_when_access_is_refused(
+    start_site, browser, pm_user
+):
+    call_command("loom_demo")
+    site = start_site()
+    context = browser.new_context()
+    routes = []
+
+    def through(ws):
+        ws.connect_to_server()
+        routes.append(ws)
+
+    context.route_web_socket(re.compile(r".*/ws/.*"), through)
+    page = context.new_page()
+    log_in(page, site, next_url="/teams/demo/")
+    expect(page.locator("body[data-live=on]")).to_have_count(1)
+    notice = page.locator("#live-notice")
+    expect(notice).to_be_hidden()
+
+    routes[-1].close(code=4000, reason="dropped")  # a network drop, say
+    expect(notice).to_have_text("Connection lost; reconnecting…")
+    expect(page.locator("body[data-live=on]")).to_have_count(1, timeout=10_000)
+    expect(notice).to_be_hidden()
+    assert len(routes) == 2
+
+    routes[-1].close(code=4403, reason="refused")  # what the server sends
+    expect(notice).to_contain_text("you may no longer see this")
+    expect(page.locator("body[data-live=refused]")).to_have_count(1)
+    page.wait_for_timeout(2500)
+    assert len(routes) == 2, "a refused page must not keep reconnecting"
+    context.close()

@@ -52,17 +52,9 @@
     refreshEmpty();
   }
 
-  function connect() {
-    const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const ws = new WebSocket(`${scheme}://${location.host}${cfg.ws}`);
-    ws.onmessage = (message) => {
-      const event = JSON.parse(message.data);
-      if (event.event === "pm_request.opened") add(event.request);
-      if (event.event === "pm_request.answered") remove(event.request);
-      if (event.event === "pm_request.open_list") settle(event.requests);
-    };
-    ws.onopen = () => document.body.dataset.live = "on";
-    ws.onclose = () => { document.body.dataset.live = "off"; setTimeout(connect, 2000); };
-  }
-  connect();
+  window.loomLive(() => cfg.ws, {
+    "pm_request.opened": (e) => add(e.request),
+    "pm_request.answered": (e) => remove(e.request),
+    "pm_request.open_list": (e) => settle(e.requests),
+  });
 })();

@@ -95,17 +95,6 @@
     "pm_request.answered": (e) => hideRequest(e.request),
   };
 
-  function connect() {
-    const scheme = location.protocol === "https:" ? "wss" : "ws";
-    // `after` lets the server send what this page missed while not connected.
-    const ws = new WebSocket(`${scheme}://${location.host}${cfg.ws}?after=${lastId()}`);
-    ws.onmessage = (message) => {
-      const event = JSON.parse(message.data);
-      const handle = handlers[event.event];
-      if (handle) handle(event);
-    };
-    ws.onopen = () => document.body.dataset.live = "on";
-    ws.onclose = () => { document.body.dataset.live = "off"; setTimeout(connect, 2000); };
-  }
-  connect();
+  // `after` lets the server send what this page missed while not connected.
+  window.loomLive(() => `${cfg.ws}?after=${lastId()}`, handlers);
 })();
