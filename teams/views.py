@@ -36,12 +36,14 @@ def team_list(request):
 @staff_member_required
 def team_live(request, slug):
     team = _team_or_404(request, slug)
+    transcript = selectors.team_transcript(team=team)
     return render(
         request,
         "teams/team_live.html",
         {
             "team": team,
-            "conversation": selectors.team_transcript(team=team),
+            "conversation": transcript,
+            "older_count": selectors.team_conversation(team=team).count() - len(transcript),
             "pm_request": selectors.team_open_pm_request(team=team),
             "actions": conversation.ACTIONS_BY_STATUS.get(team.status, ()),
             "agents": team.agents.all(),

@@ -150,3 +150,19 @@ def test_every_form_needs_a_csrf_token(team):
     assert 'name="csrfmiddlewaretoken"' in client.get("/pm/").content.decode()
     team.refresh_from_db()
     assert team.status == "awaiting_pm" and not Message.objects.filter(kind="pm").exists()
+
+
+def test_live_view_says_how_many_older_messages_it_leaves_out(
+    manager, admin_client, team, agents, monkeypatch
+):
+    monkeypatch.setattr("teams.selectors.TRANSCRIPT_LIMIT", 2)
+    for n in range(5):
+        services.message_add(team=team, content=f"line {n}", author=agents["coach"])
+    page = manager.get("/teams/alpha/").content.decode()
+    assert "line 4" in page and "line 3" in page and "line 2" not in page
+    assert "3 earlier messages not shown here" in page
+    assert f"/admin/teams/message/?team__id__exact={team.id}" in page
+    older = admin_client.get(f"/admin/teams/message/?team__id__exact={team.id}")
+    assert older.status_code == 200 and "5 messages" in older.content.decode()
+    monkeypatch.setattr("teams.selectors.TRANSCRIPT_LIMIT", 500)
+    assert "earlier message" not in manager.get("/teams/alpha/").content.decode()
