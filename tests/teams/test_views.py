@@ -146,7 +146,8 @@ def test_every_form_needs_a_csrf_token(team):
     ]:
         assert client.post(url, data).status_code == 403, url
     page = client.get("/teams/alpha/").content.decode()
-    assert page.count('name="csrfmiddlewaretoken"') == 3
+    # Every post form carries a token (actions, answer, post as PM, log out).
+    assert page.count('method="post"') == page.count('name="csrfmiddlewaretoken"') == 4
     assert 'name="csrfmiddlewaretoken"' in client.get("/pm/").content.decode()
     team.refresh_from_db()
     assert team.status == "awaiting_pm" and not Message.objects.filter(kind="pm").exists()
@@ -166,3 +167,10 @@ def test_live_view_says_how_many_older_messages_it_leaves_out(
     assert older.status_code == 200 and "5 messages" in older.content.decode()
     monkeypatch.setattr("teams.selectors.TRANSCRIPT_LIMIT", 500)
     assert "earlier message" not in manager.get("/teams/alpha/").content.decode()
+
+
+def test_pages_offer_a_working_log_out(manager):
+    page = manager.get("/").content.decode()
+    assert 'action="/admin/logout/"' in page and "Log out" in page
+    manager.post("/admin/logout/")
+    assert manager.get("/")["Location"].startswith("/admin/login/")
