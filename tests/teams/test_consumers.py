@@ -34,10 +34,15 @@ def make_user(name, superuser=False):
     return User.objects.create_user(name, f"{name}@x.test", "pw", is_staff=True)
 
 
-def connect(user, slug="alpha"):
-    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/teams/{slug}/")
+def socket(user, path):
+    """A client of our WebSocket routes, as `user` (the auth middleware's job)."""
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
     communicator.scope["user"] = user
     return communicator
+
+
+def connect(user, slug="alpha"):
+    return socket(user, f"/ws/teams/{slug}/")
 
 
 async def receive_until(communicator, predicate, limit=30):
@@ -155,12 +160,10 @@ async def test_pm_inbox_streams_only_the_users_teams():
         return mine, theirs, user
 
     mine, theirs, user = await database_sync_to_async(setup)()
-    anonymous = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/pm/")
-    anonymous.scope["user"] = AnonymousUser()
+    anonymous = socket(AnonymousUser(), "/ws/pm/")
     assert not (await anonymous.connect())[0]
 
-    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/pm/")
-    communicator.scope["user"] = user
+    communicator = socket(user, "/ws/pm/")
     assert (await communicator.connect())[0]
     hello = await communicator.receive_json_from(timeout=5)
     assert hello == {"event": "pm_request.open_list", "requests": []}
@@ -204,10 +207,7 @@ async def test_reconnecting_page_gets_what_it_missed_and_the_open_request():
 
     first_id = await database_sync_to_async(setup)()
     user = await database_sync_to_async(make_user)("dora", superuser=True)
-    communicator = WebsocketCommunicator(
-        URLRouter(websocket_urlpatterns), f"/ws/teams/alpha/?after={first_id}"
-    )
-    communicator.scope["user"] = user
+    communicator = socket(user, f"/ws/teams/alpha/?after={first_id}")
     assert (await communicator.connect())[0]
     seen = await receive_until(communicator, lambda e: e["event"] == "team.status")
     missed = [e["message"]["content"] for e in seen if e["event"] == "message.created"]
@@ -217,10 +217,7 @@ async def test_reconnecting_page_gets_what_it_missed_and_the_open_request():
     await communicator.disconnect()
 
     # A garbage `after` is treated as "from the start", never as an error.
-    communicator = WebsocketCommunicator(
-        URLRouter(websocket_urlpatterns), "/ws/teams/alpha/?after=x"
-    )
-    communicator.scope["user"] = user
+    communicator = socket(user, "/ws/teams/alpha/?after=x")
     assert (await communicator.connect())[0]
     seen = await receive_until(communicator, lambda e: e["event"] == "team.status")
     assert [e["message"]["content"] for e in seen if e["event"] == "message.created"][0] == (
@@ -241,8 +238,7 @@ async def test_pm_inbox_connect_lists_the_requests_open_now():
         return user
 
     user = await database_sync_to_async(setup)()
-    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/pm/")
-    communicator.scope["user"] = user
+    communicator = socket(user, "/ws/pm/")
     assert (await communicator.connect())[0]
     hello = await communicator.receive_json_from(timeout=5)
     assert hello["event"] == "pm_request.open_list"
@@ -286,8 +282,7 @@ async def test_pm_inbox_socket_closes_for_a_deactivated_user(monkeypatch):
         return team, user
 
     team, user = await database_sync_to_async(setup)()
-    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/pm/")
-    communicator.scope["user"] = user
+    communicator = socket(user, "/ws/pm/")
     assert (await communicator.connect())[0]
     assert (await communicator.receive_json_from(timeout=5))["requests"] == []
 
@@ -308,8 +303,7 @@ async def test_sockets_ignore_what_clients_send():
     await database_sync_to_async(make_team)()
     user = await database_sync_to_async(make_user)("hank", superuser=True)
     for path in ("/ws/teams/alpha/", "/ws/pm/"):
-        communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
-        communicator.scope["user"] = user
+        communicator = socket(user, path)
         assert (await communicator.connect())[0]
         while not await communicator.receive_nothing(timeout=0.2):
             await communicator.receive_json_from()  # the connect events
