@@ -41,9 +41,11 @@ def main():
     from django.db import connection
 
     call_command("migrate", verbosity=0)
-    from teams import agent_loop, conversation, selectors, services
+    from teams.engine.offline import OfflineProvider as OfflineModel
+
+    from teams import conversation, pm_requests, selectors, services
+    from teams.engine import loop
     from teams.models import Team, Turn
-    from teams.offline_model import OfflineModel
 
     model_seconds = [0.0]
     respond = OfflineModel.respond
@@ -80,13 +82,13 @@ def main():
             request = selectors.team_open_pm_request(team=team)
             if request is None:
                 break
-            conversation.pm_request_answer(request_id=request.id, answer="Go with HTML.")
+            pm_requests.pm_request_answer(request_id=request.id, answer="Go with HTML.")
             continue
         if len(durations) % 100 == 0 and len(calibration) * 100 <= len(durations):
             calibration.append(_calibrate())
         model_seconds[0] = 0.0
         start = time.perf_counter()
-        done = agent_loop.run_turn(turn.id, "bench")
+        done = loop.run_turn(turn.id, "bench")
         elapsed = time.perf_counter() - start
         whole.append(elapsed * 1000)
         durations.append((elapsed - model_seconds[0]) * 1000)

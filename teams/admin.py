@@ -4,8 +4,9 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from teams import charts, conversation, drift, selectors, services
+from teams import charts, conversation, pm_requests, selectors, services
 from teams.errors import LoomError
+from teams.lifecycle import TeamAction
 from teams.models import (
     Agent,
     Anchor,
@@ -22,7 +23,7 @@ from teams.models import (
     Turn,
     TurnStep,
 )
-from teams.questions import hop_lines
+from tools.mesh import drift_report
 
 
 class HistoryAdminMixin:
@@ -79,13 +80,36 @@ class TeamAdmin(admin.ModelAdmin):
     list_filter = ("status",)
     search_fields = ("slug", "name", "goal")
     prepopulated_fields = {"slug": ("name",)}
+    # Live state is shown, never edited: it changes through the actions (services)
+    # only, so a stale form cannot write an old status, phase or count back.
     readonly_fields = (
-        "live_link",
+        "status",
+        "phase_name",
         "turn_count",
         "spent_usd",
+        "live_link",
         "usage_totals",
         "created_at",
         "updated_at",
+    )
+    fieldsets = (
+        (None, {"fields": ("slug", "name", "goal", "phases", "workspace", "managers")}),
+        ("Budgets", {"fields": ("max_turns", "max_cost_usd")}),
+        (
+            "Live state",
+            {
+                "fields": (
+                    "status",
+                    "phase_name",
+                    "turn_count",
+                    "spent_usd",
+                    "usage_totals",
+                    "live_link",
+                    "created_at",
+                    "updated_at",
+                )
+            },
+        ),
     )
 
     @admin.display(description="live view")
@@ -98,10 +122,18 @@ class TeamAdmin(admin.ModelAdmin):
     inlines = (AgentInline, AnchorInline)
     actions = ("start_teams", "pause_teams", "resume_teams")
 
-    def _run(self, request, queryset, service, verb):
+    def save_model(self, request, obj, form, change):
+        if not change:
+            super().save_model(request, obj, form, change)  # a new team starts idle
+            return
+        services.team_update(
+            team=obj, fields=[f for f in form.changed_data if f in services.TEAM_SETTINGS]
+        )
+
+    def _run(self, request, queryset, action: TeamAction, verb: str):
         for team in queryset:
             try:
-                service(team=team)
+                conversation.PM_ACTION_SERVICES[action](team=team)
             except LoomError as exc:
                 self.message_user(request, f"{team.slug}: {exc.message}", messages.ERROR)
             else:
@@ -109,15 +141,15 @@ class TeamAdmin(admin.ModelAdmin):
 
     @admin.action(description="Start the selected teams")
     def start_teams(self, request, queryset):
-        self._run(request, queryset, conversation.team_start, "started")
+        self._run(request, queryset, TeamAction.START, "started")
 
     @admin.action(description="Pause the selected teams")
     def pause_teams(self, request, queryset):
-        self._run(request, queryset, conversation.team_pause, "paused")
+        self._run(request, queryset, TeamAction.PAUSE, "paused")
 
     @admin.action(description="Resume the selected teams")
     def resume_teams(self, request, queryset):
-        self._run(request, queryset, conversation.team_resume, "resumed")
+        self._run(request, queryset, TeamAction.RESUME, "resumed")
 
     @admin.display(description="phase")
     def phase_name(self, obj):
@@ -179,7 +211,7 @@ class AgentAdmin(admin.ModelAdmin):
     def drift_report(self, obj):
         if obj.pk is None:
             return "—"
-        return format_html('<pre style="margin:0">{}</pre>', drift.report(obj))
+        return format_html('<pre style="margin:0">{}</pre>', drift_report(obj))
 
     @admin.display(description="drift score and tokens per turn")
     def usage_chart(self, obj):
@@ -303,7 +335,9 @@ class QueryAdmin(admin.ModelAdmin):
     def hop_chain(self, obj):
         return (
             format_html_join(
-                mark_safe("<br>"), "{}. {}", ((i, text) for i, text in enumerate(hop_lines(obj), 1))
+                mark_safe("<br>"),
+                "{}. {}",
+                ((i, text) for i, text in enumerate(obj.hop_lines(), 1)),
             )
             or "—"
         )
@@ -387,7 +421,7 @@ class PMRequestAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         try:
-            conversation.pm_request_answer(
+            pm_requests.pm_request_answer(
                 request_id=obj.pk, answer=form.cleaned_data["answer"], user=request.user
             )
         except LoomError as exc:

@@ -1,3 +1,8 @@
+"""Channels consumers: the turn worker and the two live sockets.
+
+The sockets' handlers are derived from teams.events: every event declared for an
+audience gets a handler on that audience's consumer, so none can be forgotten."""
+
 import asyncio
 import time
 from urllib.parse import parse_qs
@@ -8,9 +13,11 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
-from teams import conversation, events, selectors
+from teams import events, selectors
+from teams.engine.worker import run_claimed_turn
+from teams.events import Audience
 from teams.models import Team
-from teams.worker import run_claimed_turn
+from teams.schemas import MessageOut, PMRequestOut
 
 MAX_CONCURRENT_TURNS = 8
 # How stale a socket's view of its user's rights may get: a PM removed from a
@@ -39,10 +46,23 @@ class TurnWorkerConsumer(AsyncConsumer):
             await sync_to_async(run_claimed_turn, thread_sensitive=False)(turn_id)
 
 
-class AccessCheckedConsumer(AsyncJsonWebsocketConsumer):
+def serves(audience: Audience):
+    """Give the consumer a handler for every event declared for `audience`."""
+
+    def decorate(cls):
+        for event in events.for_audience(audience):
+            setattr(cls, events.handler_name(event.name), cls.forward_event)
+        cls.audience = audience
+        return cls
+
+    return decorate
+
+
+class LiveConsumer(AsyncJsonWebsocketConsumer):
     """A server-to-browser stream that re-reads the user's visible teams now and
     then, not only at connect."""
 
+    audience = Audience.NONE
     checked_at = 0.0
     team_ids: set[int] = frozenset()
 
@@ -58,8 +78,19 @@ class AccessCheckedConsumer(AsyncJsonWebsocketConsumer):
             return ids
         return self.team_ids
 
+    async def forward_event(self, message):
+        """A declared event from the channel layer, passed on if the user may see it."""
+        event = events.declared(message["type"])
+        wire = {"event": event.name, **{k: v for k, v in message.items() if k != "type"}}
+        if await self.may_see(event, wire):
+            await self.send_json(wire)
 
-class TeamConsumer(AccessCheckedConsumer):
+    async def may_see(self, event, wire) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@serves(Audience.TEAM)
+class TeamConsumer(LiveConsumer):
     """Streams one team's events to a user who may see that team."""
 
     async def connect(self):
@@ -76,34 +107,24 @@ class TeamConsumer(AccessCheckedConsumer):
         await self.accept()
         # Catch up on what happened between rendering the page (or losing the
         # connection) and joining the group; the page drops duplicates by id.
-        missed, status = await database_sync_to_async(_team_catch_up)(
+        for event in await database_sync_to_async(_team_catch_up)(
             self.team.id, _after_id(self.scope)
-        )
-        for message in missed:
-            await self.send_json({"event": "message.created", "message": message})
-        await self.send_json({"event": "team.status", **status})
+        ):
+            await self.send_json(event.wire())
 
     async def disconnect(self, code):
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    async def _forward(self, event):
+    async def may_see(self, event, wire) -> bool:
         if self.team.id not in await self.refresh_access():
             await self.close(code=4403)
-            return
-        payload = {k: v for k, v in event.items() if k != "type"}
-        await self.send_json({"event": event["type"], **payload})
-
-    message_created = _forward
-    text_delta = _forward
-    turn_started = _forward
-    turn_finished = _forward
-    pm_request_opened = _forward
-    pm_request_answered = _forward
-    team_status = _forward
+            return False
+        return True
 
 
-class PMInboxConsumer(AccessCheckedConsumer):
+@serves(Audience.INBOX)
+class PMInboxConsumer(LiveConsumer):
     """Open PM requests appearing and leaving, for the teams this user may see."""
 
     async def connect(self):
@@ -115,25 +136,20 @@ class PMInboxConsumer(AccessCheckedConsumer):
         await self.accept()
         # The open requests as of now, so the page can settle anything it missed.
         requests = await database_sync_to_async(_open_requests)(user)
-        await self.send_json({"event": "pm_request.open_list", "requests": requests})
+        await self.send_json(events.PMRequestOpenList(requests=requests).wire())
 
     async def disconnect(self, code):
         await self.channel_layer.group_discard(events.INBOX_GROUP, self.channel_name)
 
-    async def _forward(self, event):
-        team_id = event["request"]["team_id"]
+    async def may_see(self, event, wire) -> bool:
+        team_id = event.team_of(wire)
         # A team given since the last check shows at once; one taken away
         # stops showing at the next periodic check.
         visible = await self.refresh_access(force=team_id not in self.team_ids)
         if visible is None:
             await self.close(code=4403)
-            return
-        if team_id not in visible:
-            return
-        await self.send_json({"event": event["type"], "request": event["request"]})
-
-    pm_request_opened = _forward
-    pm_request_answered = _forward
+            return False
+        return team_id in visible
 
 
 def _visible_team_ids(user) -> set[int] | None:
@@ -152,17 +168,18 @@ def _after_id(scope) -> int:
     return int(value) if value.isdigit() else 0
 
 
-def _team_catch_up(team_id: int, after_id: int) -> tuple[list[dict], dict]:
+def _team_catch_up(team_id: int, after_id: int) -> list[events.Event]:
+    """The messages a page missed, then the team's status with its open PM request."""
     team = Team.objects.get(pk=team_id)
     missed = [
-        conversation.message_payload(m)
+        events.MessageCreated(message=MessageOut.of(m))
         for m in selectors.team_messages_after(team=team, after_id=after_id)
     ]
     request = selectors.team_open_pm_request(team=team)
-    status = conversation.team_status_payload(team)
-    status["pm_request"] = conversation.pm_request_payload(request) if request else None
-    return missed, status
+    status = events.TeamStatusChanged.of(team)
+    status.pm_request = PMRequestOut.of(request) if request else None
+    return [*missed, status]
 
 
-def _open_requests(user) -> list[dict]:
-    return [conversation.pm_request_payload(r) for r in selectors.open_pm_requests_for(user=user)]
+def _open_requests(user) -> list[PMRequestOut]:
+    return [PMRequestOut.of(r) for r in selectors.open_pm_requests_for(user=user)]

@@ -12,11 +12,12 @@ The score runs from 100 (on track) down to 0 (lost), as in seed 004's report:
     clamped to 0..100
 
 Each finished turn records the agent's score on the turn, so it can be plotted.
+The report an agent reads (check_drift) is worded in tools/mesh.py.
 """
 
 from __future__ import annotations
 
-from teams.models import Agent, Anchor
+from teams.models import Agent
 
 NO_TRAJECTORY = 30
 CHAIN_BREAK = 15
@@ -52,46 +53,3 @@ def score(agent: Agent) -> int:
 
 def health(value: int) -> str:
     return "healthy" if value >= 70 else "some drift" if value >= 40 else "significant drift"
-
-
-def report(agent: Agent) -> str:
-    """The drift report of seed 004's check_drift."""
-    value = score(agent)
-    breaks = chain_breaks(agent)
-    mark = "✅" if value >= 70 else "⚠️" if value >= 40 else "❌"
-    lines = ["=== DRIFT REPORT ===", "", f"{mark} Drift Score: {value}/100", ""]
-    lines.append("## Trajectory Alignment")
-    if agent.trajectory:
-        lines.append(f"Original: {agent.trajectory}")
-        if agent.tactic:
-            lines.append(f"Current tactic: {agent.tactic}")
-        if agent.action:
-            lines.append(f"Current action: {agent.action}")
-    else:
-        lines.append("⚠ No trajectory set. Use declare_intent to set your focus.")
-    lines += ["", "## Chain Integrity"]
-    lines += [f"❌ {b}" for b in breaks] or ["✅ Hierarchy chain is intact."]
-    lines.append("")
-    anchors = list(Anchor.objects.filter(team_id=agent.team_id).order_by("key"))
-    if anchors:
-        lines.append("## Anchor Compliance")
-        lines.append("Verify your work respects these immutable constraints:")
-        lines += [f"  ☐ [{a.key}]: {a.value}" for a in anchors]
-        lines.append("")
-    lines.append("## Metrics")
-    lines.append(f"Turns: {agent.turns}")
-    lines.append(f"Files: {len(agent.files_touched or [])}")
-    lines.append(f"Context updates: {agent.context_updates}")
-    if agent.violations:
-        lines.append(f"⚠ Violations: {agent.violations}")
-    lines += ["", "## Recommendation"]
-    if value >= 70 and not breaks:
-        lines.append("✅ On track. Continue working.")
-    elif value >= 40:
-        lines.append("⚠ Some drift detected. Consider using map_context to update your focus.")
-    else:
-        lines.append(
-            "❌ Significant drift. Use map_context to re-focus, or compact_session to reset."
-        )
-    lines += ["", "=== END DRIFT REPORT ==="]
-    return "\n".join(lines)

@@ -1,9 +1,17 @@
-"""The exceptions services raise for expected failures.
+"""The exceptions services raise for expected failures, and the one place where
+Django's own errors become them.
 
-The API maps each to one JSON error shape ({"error": code, "detail": message}) and
-its status; tools turn them into friendly text for the model; the admin shows them
-as form errors.
+Each maps to one JSON error shape ({"error": code, "detail": message}) and its
+status in the API; tools turn them into friendly text for the model; pages and the
+admin show them as form errors.
 """
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.db import IntegrityError, transaction
 
 
 class LoomError(Exception):
@@ -27,7 +35,8 @@ class NotFound(LoomError):
 
 
 class Conflict(LoomError):
-    """The request is valid but clashes with the current state (a duplicate, a race lost)."""
+    """The request is valid but clashes with the current state (a duplicate, a race lost,
+    a transition the team's status does not allow)."""
 
     code = "conflict"
     status = 409
@@ -36,3 +45,43 @@ class Conflict(LoomError):
 class PermissionDenied(LoomError):
     code = "forbidden"
     status = 403
+
+
+class ModelError(LoomError):
+    """A model call failed after the provider's retries, or cannot be made at all
+    (no API key for the model, an unknown model id); the message says why."""
+
+    code = "model_error"
+    status = 502
+
+
+def invalid_from(exc: ValidationError) -> InvalidInput:
+    """The first problem of a Django ValidationError, as the service error."""
+    if hasattr(exc, "error_dict"):
+        for field, errors in exc.error_dict.items():
+            message = " ".join(m for e in errors for m in e.messages)
+            return InvalidInput(message, field=None if field == NON_FIELD_ERRORS else field)
+    return InvalidInput(" ".join(exc.messages))
+
+
+def validated(instance, *, exclude=None, validate_unique=False) -> None:
+    """Run the model's own validation (field validators, choices, constraints) and
+    raise InvalidInput: the rules are written once, on the model."""
+    try:
+        instance.full_clean(
+            exclude=exclude, validate_unique=validate_unique, validate_constraints=False
+        )
+    except ValidationError as exc:
+        raise invalid_from(exc) from None
+
+
+@contextmanager
+def integrity_as(error: LoomError):
+    """Turn a database constraint violation into the service's own error.
+
+    The savepoint keeps an outer transaction usable after the failed statement."""
+    try:
+        with transaction.atomic():
+            yield
+    except IntegrityError as exc:
+        raise error from exc

@@ -1,35 +1,230 @@
-"""Wake-ups and live events over the channel layer.
+"""Every live event the site publishes, declared once, and the wake-ups of workers.
+
+An event is a Schema subclass: its name, its audience (the team's group, the PM
+inbox group, or both) and its payload fields. `publish` takes an event value, never
+a free string, and refuses one that is not declared; the consumers derive their
+handlers from the declarations, so a new event cannot be forgotten by a consumer.
 
 The database is the truth; these messages only wake workers and browsers. Each is
 sent after the transaction that wrote its rows commits, so nobody is told about a
-row they cannot read yet, and a lost message costs nothing but latency.
-"""
+row they cannot read yet, and a lost message costs nothing but latency."""
 
+from __future__ import annotations
+
+import enum
 import logging
 import threading
 from functools import partial
+from typing import ClassVar
 
 from asgiref.sync import async_to_sync
 from channels.exceptions import ChannelFull
 from channels.layers import get_channel_layer
 from django.db import transaction
+from ninja import Schema
+
+from teams.schemas import MessageOut, PMRequestOut, QueryOut, TeamStatusOut, TurnOut
 
 log = logging.getLogger("loom.events")
 
 TURNS_CHANNEL = "loom.turns"
+INBOX_GROUP = "pm-inbox"
 
 
 def team_group(team_id: int) -> str:
     return f"team-{team_id}"
 
 
-INBOX_GROUP = "pm-inbox"
+class Audience(enum.Flag):
+    NONE = 0
+    TEAM = enum.auto()  # /ws/teams/<slug>/: people who may see the team
+    INBOX = enum.auto()  # /ws/pm/: every PM, filtered to the teams each may see
 
+
+class UndeclaredEvent(LookupError):
+    """An event that is not declared here: a bug, refused loudly."""
+
+
+class Event(Schema):
+    """Base of the declared events: the fields are the payload."""
+
+    name: ClassVar[str]
+    audience: ClassVar[Audience]
+    # Sent at once, with no row behind it (streamed text).
+    transient: ClassVar[bool] = False
+    # Sent by a consumer to its own client on connect, never published.
+    on_connect_only: ClassVar[bool] = False
+
+    def wire(self) -> dict:
+        """The JSON a browser gets: the fields that were given, plus the name."""
+        return {"event": self.name, **self.model_dump(mode="json", include=self.model_fields_set)}
+
+    @classmethod
+    def team_of(cls, wire: dict) -> int | None:
+        """The team an inbox event concerns, so the inbox shows it only to its PMs."""
+        return None
+
+
+DECLARED: dict[str, type[Event]] = {}
+
+
+def declare(cls: type[Event]) -> type[Event]:
+    if cls.name in DECLARED and DECLARED[cls.name] is not cls:
+        raise RuntimeError(f"Two events are named {cls.name!r}.")
+    DECLARED[cls.name] = cls
+    return cls
+
+
+def declared(name: str) -> type[Event]:
+    try:
+        return DECLARED[name]
+    except KeyError:
+        raise UndeclaredEvent(f"No event named {name!r} is declared in teams.events.") from None
+
+
+def handler_name(name: str) -> str:
+    """The consumer method Channels calls for a message of this type."""
+    return name.replace(".", "_")
+
+
+def for_audience(audience: Audience) -> list[type[Event]]:
+    return [e for e in DECLARED.values() if e.audience & audience and not e.on_connect_only]
+
+
+# --- the events ------------------------------------------------------------------
+
+
+@declare
+class TeamStatusChanged(TeamStatusOut, Event):
+    """Status, phase, counters and the actions offered. On connect it also carries
+    the PM request open now (or null)."""
+
+    name = "team.status"
+    audience = Audience.TEAM
+    pm_request: PMRequestOut | None = None
+
+
+@declare
+class TurnStarted(Event):
+    name = "turn.started"
+    audience = Audience.TEAM
+    turn_id: int
+    agent: str
+    number: int
+
+
+@declare
+class TextDelta(Event):
+    name = "text.delta"
+    audience = Audience.TEAM
+    transient = True
+    turn_id: int
+    agent: str
+    text: str
+
+
+@declare
+class MessageCreated(Event):
+    name = "message.created"
+    audience = Audience.TEAM
+    message: MessageOut
+
+
+@declare
+class TurnFinished(Event):
+    name = "turn.finished"
+    audience = Audience.TEAM
+    turn: TurnOut
+    team: TeamStatusOut
+
+
+class _PMRequestEvent(Event):
+    audience = Audience.TEAM | Audience.INBOX
+    request: PMRequestOut
+
+    @classmethod
+    def team_of(cls, wire: dict) -> int | None:
+        return wire["request"]["team_id"]
+
+
+@declare
+class PMRequestOpened(_PMRequestEvent):
+    name = "pm_request.opened"
+
+
+@declare
+class PMRequestAnswered(_PMRequestEvent):
+    name = "pm_request.answered"
+
+
+@declare
+class PMRequestOpenList(Event):
+    """The inbox socket's first message: the requests open now."""
+
+    name = "pm_request.open_list"
+    audience = Audience.INBOX
+    on_connect_only = True
+    requests: list[PMRequestOut]
+
+
+class _QueryEvent(Event):
+    audience = Audience.TEAM
+    query: QueryOut
+
+
+@declare
+class QueryAsked(_QueryEvent):
+    name = "query.asked"
+
+
+@declare
+class QueryForwarded(_QueryEvent):
+    name = "query.forwarded"
+
+
+@declare
+class QueryAnswered(_QueryEvent):
+    name = "query.answered"
+
+
+@declare
+class QueryExpired(_QueryEvent):
+    name = "query.expired"
+
+
+# --- sending ---------------------------------------------------------------------
 
 _pending = threading.local()
 
 
-def after_commit(send: str, *args) -> None:
+def publish(event: Event, *, team_id: int) -> None:
+    """Tell the event's audience, once the current transaction commits (at once for
+    a transient event)."""
+    if DECLARED.get(event.name) is not type(event):
+        raise UndeclaredEvent(
+            f"{type(event).__name__} ({event.name!r}) is not declared in teams.events."
+        )
+    if event.on_connect_only:
+        raise UndeclaredEvent(f"{event.name!r} is sent on connect only, never published.")
+    wire = event.wire()
+    message = {"type": event.name, **{k: v for k, v in wire.items() if k != "event"}}
+    sends = []
+    if event.audience & Audience.TEAM:
+        sends.append(("group_send", (team_group(team_id), message)))
+    if event.audience & Audience.INBOX:
+        sends.append(("group_send", (INBOX_GROUP, message)))
+    if event.transient:
+        _send_batch(sends)
+    else:
+        for send in sends:
+            _after_commit(*send)
+
+
+def wake_worker(turn_id: int) -> None:
+    _after_commit("send", (TURNS_CHANNEL, {"type": "turn.queued", "turn_id": turn_id}))
+
+
+def _after_commit(send: str, args: tuple) -> None:
     """Queue a send for when the current transaction commits.
 
     Everything one transaction announces goes out in one hop to the event loop, in
@@ -65,21 +260,3 @@ def _send_batch(batch) -> None:
         async_to_sync(send_all)()
     except Exception as exc:  # a lost wake-up is repaired by the sweeper
         log.warning("Channel layer send failed: %s", exc)
-
-
-def wake_worker(turn_id: int) -> None:
-    after_commit("send", TURNS_CHANNEL, {"type": "turn.queued", "turn_id": turn_id})
-
-
-def publish(team_id: int, event: str, **payload) -> None:
-    """Tell the team's live viewers that `event` (e.g. "message.created") happened."""
-    after_commit("group_send", team_group(team_id), {"type": event, **payload})
-
-
-def publish_inbox(event: str, **payload) -> None:
-    after_commit("group_send", INBOX_GROUP, {"type": event, **payload})
-
-
-def publish_now(team_id: int, event: str, **payload) -> None:
-    """For transient events with no row behind them (streamed text)."""
-    _send_batch([("group_send", (team_group(team_id), {"type": event, **payload}))])

@@ -3,18 +3,25 @@
 Offloading copies messages into a topic-labelled keeper; from then on they leave
 the offloading agent's context (prompts.history_messages excludes them) and stay
 searchable. Retrieval is raw (full-text search, "[role]: content" lines) or smart
-(the model answers the question from the matching entries)."""
+(a model answers the question from the matching entries: the caller passes the
+function that asks it, since calling a model is the engine's job). Automatic
+offload keeps an agent's context under its budget."""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import connection, transaction
 
+from teams import services
 from teams.errors import InvalidInput, NotFound
 from teams.models import Agent, Keeper, KeeperEntry, Message, Team, Turn
+
+# Asks a model: (system text, user prompt, max tokens) -> the reply's text.
+AskModel = Callable[[str, str, int], str]
 
 OFFLOAD_SHARE = 0.3
 MIN_MESSAGES_TO_OFFLOAD = 2
@@ -97,8 +104,7 @@ def offload(*, agent: Agent, messages: list[Message], topic: str) -> Offload:
     first, last = messages[0], messages[-1]
     keeper.index_entry = (
         f"Keeper {keeper.id} '{keeper.topic}': {len(messages)} messages "
-        f"(#{first.id} to #{last.id}). Recall with context_retrieve(query, "
-        f'keeper_id="{keeper.id}").'
+        f"(#{first.id} to #{last.id})."
     )
     keeper.save(update_fields=["index_entry"])
     return Offload(keeper=keeper, count=len(messages))
@@ -199,9 +205,10 @@ def retrieve(
     query: str,
     keeper_id: int | None = None,
     mode: str | None = None,
-    turn: Turn | None = None,
+    ask_model: AskModel | None = None,
 ) -> str:
-    """The text an agent gets back from context_retrieve."""
+    """What a retrieval returns: matching lines (raw) or an answer from them (smart,
+    which needs `ask_model`)."""
     query = (query or "").strip()
     if not query:
         raise InvalidInput("Give a question or search terms.", field="query")
@@ -213,35 +220,43 @@ def retrieve(
     entries = search(team=team, query=query, keeper_id=keeper_id)
     if not entries:
         return not_found(query)
-    if mode == "raw":
+    if mode == "raw" or ask_model is None:
         return format_entries(entries)
-    return smart_answer(query=query, entries=entries[:SMART_CONTEXT_ENTRIES], turn=turn)
-
-
-def smart_answer(*, query: str, entries: list[KeeperEntry], turn: Turn | None) -> str:
-    from teams.model_client import get_model
-    from teams.usage import turn_add_usage
-
     excerpts = "\n".join(
-        f"(keeper {e.keeper_id} '{e.keeper.topic}') [{e.role}]: {e.content}" for e in entries
+        f"(keeper {e.keeper_id} '{e.keeper.topic}') [{e.role}]: {e.content}"
+        for e in entries[:SMART_CONTEXT_ENTRIES]
     )
-    model = get_model()
-    reply = model.respond(
-        model=turn.model if turn and turn.model else _default_model(turn),
-        system=[{"type": "text", "text": SMART_SYSTEM}],
-        messages=[{"role": "user", "content": f"Excerpts:\n{excerpts}\n\nQuestion: {query}"}],
-        tools=[],
-        max_tokens=800,
-    )
-    if turn is not None:
-        turn_add_usage(turn, reply)
-    answer = reply.text.strip()
+    answer = ask_model(SMART_SYSTEM, f"Excerpts:\n{excerpts}\n\nQuestion: {query}", 800).strip()
     if not answer or answer == "NOT_FOUND":
         return not_found(query)
     return answer
 
 
-def _default_model(turn: Turn | None) -> str:
-    from django.conf import settings
+# --- automatic offload ---------------------------------------------------------
 
-    return turn.agent.effective_model if turn is not None else settings.LOOM_MODEL
+AUTO_OFFLOAD_AT = 0.8
+AUTO_OFFLOAD_ROUNDS = 3
+
+
+def over_budget(agent: Agent, tokens: int) -> bool:
+    """Is a context of `tokens` past the share of the agent's budget that triggers
+    an automatic offload?"""
+    return tokens > agent.context_budget_tokens * AUTO_OFFLOAD_AT
+
+
+@transaction.atomic
+def offload_for_budget(
+    *, turn: Turn, messages: list[Message], note: Callable[[Offload], str]
+) -> Offload | None:
+    """One automatic offload before a turn's first model call: the oldest part of its
+    context goes to a keeper at a topic boundary, the agent is told in one line
+    (`note` words it) and the turn's snapshot takes the note in. None when there is
+    too little to offload."""
+    chunk, _rest = split_at_topic_boundary(messages)
+    if not chunk:
+        return None
+    result = offload(agent=turn.agent, messages=chunk, topic=topic_of(chunk))
+    line = services.system_note(turn.team, note(result), recipient=turn.agent, turn=turn)
+    Turn.objects.filter(pk=turn.pk).update(snapshot_message_id=line.id)
+    turn.snapshot_message_id = line.id
+    return result

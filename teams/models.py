@@ -5,14 +5,20 @@ import uuid
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.validators import RegexValidator
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
+
+from teams.catalog import default_model
 
 DEFAULT_PHASES = ["refinement", "planning", "pre-code-review", "implementation", "code-review"]
 AGENT_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,39}$"
 ANCHOR_KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}$"
 
+team_slug_validator = RegexValidator(
+    r"^[a-z0-9]+(?:-[a-z0-9]+)*$", "Team slugs are lowercase letters, digits and dashes."
+)
 agent_name_validator = RegexValidator(
     AGENT_NAME_PATTERN,
     "Agent names start with a letter and use only letters, digits, '-' and '_' "
@@ -20,18 +26,88 @@ agent_name_validator = RegexValidator(
 )
 
 
-MESSAGE_KINDS = [
-    "chat",
-    "pm",
-    "system",
-    "pass_note",
-    "phase_summary",
-    "peer",
-    "query",
-    "answer",
-    "tool_call",
-    "tool_result",
-]
+# Choices live at module level so the models' constraints can use them (a Meta
+# cannot see its own model's nested classes); each model exposes its own as an alias.
+
+
+class TeamStatus(models.TextChoices):
+    IDLE = "idle", "Idle"
+    RUNNING = "running", "Running"
+    AWAITING_PM = "awaiting_pm", "Awaiting PM"
+    PAUSED = "paused", "Paused"
+    DONE = "done", "Done"
+
+
+class AgentRole(models.TextChoices):
+    COACH = "coach", "Coach"
+    RESEARCHER = "researcher", "Researcher"
+    CODER = "coder", "Coder"
+    REVIEWER = "reviewer", "Reviewer"
+    TESTER = "tester", "Tester"
+    EXTERNAL = "external", "External (driven over the API)"
+
+
+class TurnStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class TurnOutcome(models.TextChoices):
+    NONE = "", "—"
+    MESSAGE = "message", "Message"
+    PASS = "pass", "Pass"
+    PM_REQUEST = "pm_request", "PM request"
+    PHASE_COMPLETE = "phase_complete", "Phase complete"
+    ERROR = "error", "Error"
+
+
+class QueryStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    ANSWERED = "answered", "Answered"
+    EXPIRED = "expired", "Expired"
+
+
+class MessageKind(models.TextChoices):
+    CHAT = "chat", "Chat"
+    PM = "pm", "PM"
+    SYSTEM = "system", "System"
+    PASS_NOTE = "pass_note", "Pass note"
+    PHASE_SUMMARY = "phase_summary", "Phase summary"
+    PEER = "peer", "Peer message"
+    QUERY = "query", "Query"
+    ANSWER = "answer", "Answer"
+    TOOL_CALL = "tool_call", "Tool call"
+    TOOL_RESULT = "tool_result", "Tool result"
+
+
+class PMRequestStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    ANSWERED = "answered", "Answered"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+ACTIVE_TURN_STATUSES = (TurnStatus.QUEUED, TurnStatus.RUNNING)
+
+
+PHASES_NEEDED = "A team needs at least one phase, each a non-empty name."
+
+
+def validate_phases(value) -> None:
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(p, str) and p.strip() for p in value)
+    ):
+        raise ValidationError(PHASES_NEEDED)
+
+
+def validate_no_nul(value) -> None:
+    """PostgreSQL cannot store NUL characters in text."""
+    if isinstance(value, str) and "\x00" in value:
+        raise ValidationError("NUL characters are not allowed.")
 
 
 def default_phases() -> list[str]:
@@ -43,23 +119,31 @@ def new_query_key() -> str:
 
 
 class Team(models.Model):
-    class Status(models.TextChoices):
-        IDLE = "idle", "Idle"
-        RUNNING = "running", "Running"
-        AWAITING_PM = "awaiting_pm", "Awaiting PM"
-        PAUSED = "paused", "Paused"
-        DONE = "done", "Done"
+    Status = TeamStatus
 
-    slug = models.SlugField(max_length=60, unique=True)
+    slug = models.SlugField(
+        max_length=60,
+        unique=True,
+        validators=[team_slug_validator],
+        error_messages={"blank": team_slug_validator.message},
+    )
     name = models.CharField(max_length=120)
     goal = models.TextField(blank=True)
-    phases = models.JSONField(default=default_phases)
+    phases = models.JSONField(
+        default=default_phases,
+        validators=[validate_phases],
+        error_messages={"blank": PHASES_NEEDED},
+    )
     phase_index = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.IDLE)
     workspace = models.CharField(
         max_length=500, blank=True, help_text="Folder the agents' file tools may use."
     )
-    max_turns = models.PositiveIntegerField(default=200, help_text="Turn budget.")
+    max_turns = models.PositiveIntegerField(
+        default=200,
+        validators=[MinValueValidator(1, "The turn budget must be at least 1.")],
+        help_text="Turn budget.",
+    )
     max_cost_usd = models.DecimalField(
         max_digits=10, decimal_places=4, default=Decimal("5.0000"), help_text="Cost budget."
     )
@@ -78,7 +162,7 @@ class Team(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(max_turns__gte=1), name="team_max_turns_positive"),
             models.CheckConstraint(
-                condition=Q(status__in=["idle", "running", "awaiting_pm", "paused", "done"]),
+                condition=Q(status__in=TeamStatus.values),
                 name="team_status_valid",
             ),
         ]
@@ -94,18 +178,28 @@ class Team(models.Model):
 
 
 class Agent(models.Model):
-    class Role(models.TextChoices):
-        COACH = "coach", "Coach"
-        RESEARCHER = "researcher", "Researcher"
-        CODER = "coder", "Coder"
-        REVIEWER = "reviewer", "Reviewer"
-        TESTER = "tester", "Tester"
-        EXTERNAL = "external", "External (driven over the API)"
+    Role = AgentRole
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="agents")
-    name = models.CharField(max_length=40, validators=[agent_name_validator])
-    role = models.CharField(max_length=20, choices=Role.choices)
-    model = models.CharField(max_length=100, blank=True, help_text="Empty: LOOM_MODEL.")
+    name = models.CharField(
+        max_length=40,
+        validators=[agent_name_validator],
+        error_messages={"blank": agent_name_validator.message},
+    )
+    role = models.CharField(
+        max_length=20,
+        choices=Role.choices,
+        error_messages={
+            "invalid_choice": "Unknown role %(value)r; choose one of "
+            + ", ".join(AgentRole.values)
+            + "."
+        },
+    )
+    model = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Empty: LOOM_MODEL, or loom-offline without an API key.",
+    )
     role_prompt = models.TextField(blank=True)
     position = models.PositiveIntegerField(default=0, help_text="Order in the rotation.")
     context_budget_tokens = models.PositiveIntegerField(default=100_000)
@@ -130,9 +224,7 @@ class Agent(models.Model):
                 condition=Q(name__regex=AGENT_NAME_PATTERN), name="agent_name_mentionable"
             ),
             models.CheckConstraint(
-                condition=Q(
-                    role__in=["coach", "researcher", "coder", "reviewer", "tester", "external"]
-                ),
+                condition=Q(role__in=AgentRole.values),
                 name="agent_role_valid",
             ),
             models.CheckConstraint(condition=Q(drift_score__lte=100), name="agent_drift_0_100"),
@@ -143,24 +235,12 @@ class Agent(models.Model):
 
     @property
     def effective_model(self) -> str:
-        return self.model or settings.LOOM_MODEL
+        return self.model or default_model()
 
 
 class Turn(models.Model):
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
-
-    class Outcome(models.TextChoices):
-        NONE = "", "—"
-        MESSAGE = "message", "Message"
-        PASS = "pass", "Pass"
-        PM_REQUEST = "pm_request", "PM request"
-        PHASE_COMPLETE = "phase_complete", "Phase complete"
-        ERROR = "error", "Error"
+    Status = TurnStatus
+    Outcome = TurnOutcome
 
     class Purpose(models.TextChoices):
         CONVERSATION = "conversation", "Conversation"
@@ -197,11 +277,11 @@ class Turn(models.Model):
             # One agent is never in two turns at once.
             models.UniqueConstraint(
                 fields=["agent"],
-                condition=Q(status__in=["queued", "running"]),
+                condition=Q(status__in=ACTIVE_TURN_STATUSES),
                 name="one_active_turn_per_agent",
             ),
             models.CheckConstraint(
-                condition=Q(status__in=["queued", "running", "done", "failed", "cancelled"]),
+                condition=Q(status__in=TurnStatus.values),
                 name="turn_status_valid",
             ),
         ]
@@ -236,6 +316,11 @@ class TurnStep(models.Model):
     kind = models.CharField(max_length=10, choices=Kind.choices)
     tool_name = models.CharField(max_length=60, blank=True)
     content = models.JSONField(help_text="Anthropic content blocks of this step.")
+    # A tool step that ends the turn says how, so a resumed turn ends the same way.
+    ends_turn = models.CharField(
+        max_length=20, choices=TurnOutcome.choices, default=TurnOutcome.NONE, blank=True
+    )
+    end_reason = models.TextField(blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cache_creation_tokens = models.PositiveIntegerField(default=0)
@@ -253,10 +338,7 @@ class TurnStep(models.Model):
 
 
 class Query(models.Model):
-    class Status(models.TextChoices):
-        OPEN = "open", "Open"
-        ANSWERED = "answered", "Answered"
-        EXPIRED = "expired", "Expired"
+    Status = QueryStatus
 
     key = models.CharField(max_length=20, unique=True, default=new_query_key, editable=False)
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="queries")
@@ -290,10 +372,10 @@ class Query(models.Model):
         verbose_name_plural = "queries"
         constraints = [
             models.CheckConstraint(
-                condition=Q(status__in=["open", "answered", "expired"]), name="query_status_valid"
+                condition=Q(status__in=QueryStatus.values), name="query_status_valid"
             ),
             models.CheckConstraint(
-                condition=~Q(status="answered") | Q(answered_at__isnull=False),
+                condition=~Q(status=QueryStatus.ANSWERED) | Q(answered_at__isnull=False),
                 name="query_answered_has_time",
             ),
         ]
@@ -306,21 +388,27 @@ class Query(models.Model):
     def hop_count(self) -> int:
         return sum(1 for hop in self.hops if hop.get("kind") == "forward")
 
+    def hop_lines(self) -> list[str]:
+        """The hop chain in words, for people."""
+        lines = []
+        for hop in self.hops:
+            kind, sender, to = hop.get("kind"), hop.get("from", "?"), hop.get("to", "")
+            target = "everyone" if to == "*" else to
+            if kind == "ask":
+                lines.append(f"{sender} asked {target}")
+            elif kind == "forward":
+                lines.append(f"{sender} forwarded to {target}: {hop.get('enrichment', '')}")
+            elif kind == "answer":
+                lines.append(f"{sender} answered")
+            elif kind == "expire":
+                lines.append("expired unanswered")
+        return lines
+
 
 class Message(models.Model):
     """An entry of a team's conversation (recipient empty) or of an agent's inbox."""
 
-    class Kind(models.TextChoices):
-        CHAT = "chat", "Chat"
-        PM = "pm", "PM"
-        SYSTEM = "system", "System"
-        PASS_NOTE = "pass_note", "Pass note"
-        PHASE_SUMMARY = "phase_summary", "Phase summary"
-        PEER = "peer", "Peer message"
-        QUERY = "query", "Query"
-        ANSWER = "answer", "Answer"
-        TOOL_CALL = "tool_call", "Tool call"
-        TOOL_RESULT = "tool_result", "Tool result"
+    Kind = MessageKind
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="messages")
     author = models.ForeignKey(
@@ -351,7 +439,9 @@ class Message(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [
-            models.CheckConstraint(condition=Q(kind__in=MESSAGE_KINDS), name="message_kind_valid"),
+            models.CheckConstraint(
+                condition=Q(kind__in=MessageKind.values), name="message_kind_valid"
+            ),
         ]
         indexes = [
             models.Index(fields=["team", "phase", "id"], name="message_conversation_idx"),
@@ -450,10 +540,7 @@ class AnchorRevision(models.Model):
 
 
 class PMRequest(models.Model):
-    class Status(models.TextChoices):
-        OPEN = "open", "Open"
-        ANSWERED = "answered", "Answered"
-        CANCELLED = "cancelled", "Cancelled"
+    Status = PMRequestStatus
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="pm_requests")
     agent = models.ForeignKey(
@@ -476,10 +563,12 @@ class PMRequest(models.Model):
         verbose_name = "PM request"
         constraints = [
             models.UniqueConstraint(
-                fields=["team"], condition=Q(status="open"), name="one_open_pm_request_per_team"
+                fields=["team"],
+                condition=Q(status=PMRequestStatus.OPEN),
+                name="one_open_pm_request_per_team",
             ),
             models.CheckConstraint(
-                condition=Q(status__in=["open", "answered", "cancelled"]),
+                condition=Q(status__in=PMRequestStatus.values),
                 name="pm_request_status_valid",
             ),
         ]
@@ -565,8 +654,3 @@ class ApiToken(models.Model):
     @staticmethod
     def hash_key(raw_key: str) -> str:
         return hashlib.sha256(raw_key.encode()).hexdigest()
-
-
-# The check constraints spell the choices out (a Meta cannot see its model's
-# TextChoices); keep them in step.
-assert set(MESSAGE_KINDS) == set(Message.Kind.values)

@@ -2,25 +2,26 @@
 
 A query lands in its recipients' inboxes as "[Query from X | ID: ...]" and the
 answer in the origin's inbox as "[Answer from X | Query: ...]"; both are seen on
-the recipient's next turn, never in the middle of one (a turn reads a snapshot).
-The first answer wins: a conditional update decides it, whoever races."""
+the recipient's next turn, never in the middle of one (a turn reads a snapshot;
+the prompt tells the recipient how to reply). The first answer wins: a conditional
+update decides it, whoever races. Live viewers see each ask, forward, answer and
+expiry as a query event."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from teams import conversation, events, keepers
+from teams import events, keepers, services, turns
 from teams.errors import InvalidInput, NotFound
-from teams.models import Agent, Message, Query, Team, Turn
+from teams.models import Agent, Message, Query, Team
+from teams.schemas import QueryOut
 
 DEFAULT_TTL_SECONDS = 3600
 DEFAULT_MAX_HOPS = 5
 ENRICHMENT_ENTRIES = 3
-ACTIVE_TURN = (Turn.Status.QUEUED, Turn.Status.RUNNING)
 MAX_HOPS_TEXT = "Maximum forwarding hops reached. Consider answering with what you know."
 
 
@@ -63,26 +64,26 @@ def query_text(query: Query, sender: str) -> str:
     lines = [f"[Query from {sender} | ID: {query.key}]", query.question]
     if query.enrichments:
         lines += ["", "Relevant context:", *query.enrichments]
-    lines += [
-        "",
-        f'You can respond using peer_answer_question with query_id "{query.key}", or '
-        "forward the question to another agent if someone else is better suited to answer.",
-    ]
     return "\n".join(lines)
+
+
+def _announce(event_type: type[events.Event], query: Query) -> None:
+    query = Query.objects.select_related("origin", "target", "answered_by").get(pk=query.pk)
+    events.publish(event_type(query=QueryOut.of(query)), team_id=query.team_id)
 
 
 def _deliver_query(query: Query, sender: str, recipients: list[Agent]) -> None:
     for agent in recipients:
-        conversation.post(
-            query.team,
-            query_text(query, sender),
+        services.message_add(
+            team=query.team,
+            content=query_text(query, sender),
             kind=Message.Kind.QUERY,
             author=query.origin,
             author_label=sender if query.origin is None else "",
             recipient=agent,
             query=query,
         )
-        wake_for_inbox(agent)
+        turns.inbox_wake(agent)
 
 
 def _recipients(query: Query, target: Agent | None, exclude: set[int]) -> list[Agent]:
@@ -90,25 +91,6 @@ def _recipients(query: Query, target: Agent | None, exclude: set[int]) -> list[A
         return [target]
     # A broadcast never reaches the asker (nor whoever re-broadcasts it).
     return list(query.team.agents.exclude(pk__in=exclude).order_by("position", "id"))
-
-
-def wake_for_inbox(agent: Agent) -> Turn | None:
-    """Give an agent a turn of its own for its inbox when its team is not talking.
-
-    A team in a conversation (running, waiting for the PM) or paused by the PM
-    reads inboxes in the rotation; external agents are driven by their program."""
-    team = Team.objects.get(pk=agent.team_id)
-    if team.status not in (Team.Status.IDLE, Team.Status.DONE):
-        return None
-    if agent.role == Agent.Role.EXTERNAL:
-        return None
-    if Turn.objects.filter(agent=agent, status__in=ACTIVE_TURN).exists():
-        return None  # the running turn's finish looks at the inbox again
-    if Turn.objects.filter(team=team).count() >= team.max_turns * 2:
-        return None  # a safety net against agents pinging each other forever
-    return conversation.turn_enqueue(
-        team=team, agent=agent, number=team.turn_count, purpose=Turn.Purpose.INBOX
-    )
 
 
 @transaction.atomic
@@ -147,6 +129,7 @@ def ask(
     )
     exclude = {origin.id} if origin is not None else set()
     _deliver_query(query, sender, _recipients(query, target_agent, exclude))
+    _announce(events.QueryAsked, query)
     return query
 
 
@@ -188,16 +171,16 @@ def answer(*, team: Team, key: str, answerer: Agent | None, text: str) -> Query:
         lines = [f"[Answer from {_name(answerer)} | Query: {query.key}]", text]
         if query.enrichments:
             lines += ["", "Enrichments gathered during routing:", *query.enrichments]
-        conversation.post(
-            team,
-            "\n".join(lines),
+        services.message_add(
+            team=team,
+            content="\n".join(lines),
             kind=Message.Kind.ANSWER,
             author=answerer,
             author_label="" if answerer else "pm",
             recipient=query.origin,
             query=query,
         )
-    events.publish(team.id, "query.answered", query=query_payload(query))
+    _announce(events.QueryAnswered, query)
     return query
 
 
@@ -225,6 +208,7 @@ def forward(
     query.save(update_fields=["enrichments", "hops"])
     exclude = {forwarder.id} | ({query.origin_id} if query.origin_id else set())
     _deliver_query(query, forwarder.name, _recipients(query, target_agent, exclude))
+    _announce(events.QueryForwarded, query)
     return query
 
 
@@ -246,48 +230,9 @@ def expire(now=None) -> int:
                     lines += ["", "Gathered during routing:", *query.enrichments]
                 else:
                     lines += ["", "Nothing was gathered during routing."]
-                conversation.post(
-                    query.team,
-                    "\n".join(lines),
-                    kind=Message.Kind.SYSTEM,
-                    author_label="system",
-                    recipient=query.origin,
-                    query=query,
+                services.system_note(
+                    query.team, "\n".join(lines), recipient=query.origin, query=query
                 )
+            _announce(events.QueryExpired, query)
             expired += 1
     return expired
-
-
-def hop_lines(query: Query) -> list[str]:
-    """The hop chain in words, for people."""
-    lines = []
-    for hop in query.hops:
-        kind, sender, to = hop.get("kind"), hop.get("from", "?"), hop.get("to", "")
-        target = "everyone" if to == "*" else to
-        if kind == "ask":
-            lines.append(f"{sender} asked {target}")
-        elif kind == "forward":
-            lines.append(f"{sender} forwarded to {target}: {hop.get('enrichment', '')}")
-        elif kind == "answer":
-            lines.append(f"{sender} answered")
-        elif kind == "expire":
-            lines.append("expired unanswered")
-    return lines
-
-
-def query_payload(query: Query) -> dict:
-    return {
-        "key": query.key,
-        "status": query.status,
-        "origin": query.origin.name if query.origin_id else None,
-        "target": query.target.name if query.target_id else None,
-        "answered_by": query.answered_by.name if query.answered_by_id else None,
-        "hops": query.hops,
-    }
-
-
-def pending_inbox(agent: Agent, after_id: int) -> bool:
-    """Has the agent been sent queries it has not had a turn to see yet?"""
-    return Message.objects.filter(
-        Q(kind=Message.Kind.QUERY), recipient=agent, id__gt=after_id
-    ).exists()

@@ -3,7 +3,7 @@
 from django.db.models import QuerySet, Sum
 
 from teams.errors import NotFound
-from teams.models import Agent, Message, PMRequest, Team, Turn
+from teams.models import Agent, Message, PMRequest, Query, Team, Turn
 
 
 def team_get(*, slug: str) -> Team:
@@ -85,3 +85,15 @@ def team_transcript(*, team: Team) -> list[Message]:
     """What the PM sees: the whole conversation, pass notes included, newest last."""
     newest = team_conversation(team=team).order_by("-id")[:TRANSCRIPT_LIMIT]
     return list(reversed(newest))
+
+
+RECENT_QUERIES = 20
+
+
+def team_recent_queries(*, team: Team) -> list[Query]:
+    """The latest questions between the team's agents, newest first."""
+    return list(
+        Query.objects.filter(team=team)
+        .select_related("origin", "target", "answered_by")
+        .order_by("-id")[:RECENT_QUERIES]
+    )

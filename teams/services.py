@@ -1,58 +1,37 @@
-"""Writes. Every function takes keyword-only arguments, runs in a transaction and
-raises a teams.errors.LoomError for expected failures."""
+"""Basic writes. Every function takes keyword-only arguments, runs in a transaction
+and raises a teams.errors.LoomError for expected failures. The rules a row must
+follow are written once, on its model (validators, choices, constraints); services
+run them through teams.errors.validated / integrity_as."""
 
-import re
+from __future__ import annotations
+
 import secrets
-from contextlib import contextmanager
 
-from django.db import IntegrityError, transaction
-from django.utils.text import slugify
+from django.db import transaction
 
-from teams.errors import Conflict, InvalidInput
+from teams import events, lifecycle
+from teams.errors import Conflict, InvalidInput, integrity_as, validated
 from teams.models import (
-    AGENT_NAME_PATTERN,
-    ANCHOR_KEY_PATTERN,
     DEFAULT_PHASES,
     Agent,
     Anchor,
     AnchorRevision,
     ApiToken,
     Message,
-    PMRequest,
     Query,
     Team,
 )
+from teams.schemas import MessageOut
+
+# Fields of a team a person configures; status, phase, counters and spend are live
+# state that only the services below and the engine change.
+TEAM_SETTINGS = ("slug", "name", "goal", "phases", "workspace", "max_turns", "max_cost_usd")
 
 
-@contextmanager
-def _integrity_as(error: Exception):
-    """Turn a database constraint violation into the service's own error.
-
-    The savepoint keeps an outer transaction usable after the failed statement."""
-    try:
-        with transaction.atomic():
-            yield
-    except IntegrityError as exc:
-        raise error from exc
-
-
-def _validate_agent_name(name: str) -> str:
-    name = (name or "").strip()
-    if not re.match(AGENT_NAME_PATTERN, name):
-        raise InvalidInput(
-            f"Agent name {name!r} is not usable as an @mention: start with a letter, "
-            "then letters, digits, '-' or '_' (at most 40).",
-            field="name",
-        )
-    return name
-
-
-def _validate_role(role: str) -> str:
-    if role not in Agent.Role.values:
-        raise InvalidInput(
-            f"Unknown role {role!r}; choose one of {', '.join(Agent.Role.values)}.", field="role"
-        )
-    return role
+def text_check(value: str, *, field: str) -> None:
+    """Refuse text no database can store as given (PostgreSQL rejects NUL)."""
+    if "\x00" in value:
+        raise InvalidInput(f"The {field} may not contain NUL characters.", field=field)
 
 
 @transaction.atomic
@@ -68,21 +47,9 @@ def team_create(
 ) -> Team:
     """Create a team and, optionally, its agents ({"name", "role", ...} dicts)."""
     slug = (slug or "").strip()
-    if not slug or slugify(slug) != slug:
-        raise InvalidInput(
-            f"Team slug {slug!r} must be lowercase letters, digits and dashes.", field="slug"
-        )
     phases = list(phases) if phases is not None else list(DEFAULT_PHASES)
-    if not phases or not all(isinstance(p, str) and p.strip() for p in phases):
-        raise InvalidInput(
-            "A team needs at least one phase, each a non-empty name.", field="phases"
-        )
-    if max_turns < 1:
-        raise InvalidInput("The turn budget must be at least 1.", field="max_turns")
-    for field, value in (("name", name), ("goal", goal), ("phases", "".join(phases))):
+    for field, value in (("name", name), ("goal", goal), ("phases", "".join(map(str, phases)))):
         text_check(value, field=field)
-    if Team.objects.filter(slug=slug).exists():
-        raise Conflict(f"A team with slug {slug!r} already exists.", field="slug")
     team = Team(
         slug=slug,
         name=name or slug,
@@ -91,11 +58,53 @@ def team_create(
         workspace=workspace,
         max_turns=max_turns,
     )
-    with _integrity_as(Conflict(f"A team with slug {slug!r} already exists.", field="slug")):
+    duplicate = Conflict(f"A team with slug {slug!r} already exists.", field="slug")
+    if Team.objects.filter(slug=slug).exists():
+        raise duplicate
+    validated(team)
+    with integrity_as(duplicate):
         team.save()
     for position, spec in enumerate(agents or []):
         agent_create(team=team, position=position, **spec)
     return team
+
+
+@transaction.atomic
+def team_update(*, team: Team, fields: list[str]) -> Team:
+    """Save the settings a person changed on `team`, and nothing else: a stale form
+    never writes back status, phase, turn count or spend."""
+    unknown = set(fields) - set(TEAM_SETTINGS)
+    if unknown:
+        raise InvalidInput(f"Not a team setting: {', '.join(sorted(unknown))}.")
+    validated(team, exclude=[f for f in TEAM_SETTINGS if f not in fields])
+    if not fields:
+        return team
+    with integrity_as(Conflict(f"A team with slug {team.slug!r} already exists.", field="slug")):
+        team.save(update_fields=[*fields, "updated_at"])
+    return team
+
+
+@transaction.atomic
+def team_transition(*, team: Team, action: lifecycle.TeamAction) -> bool:
+    """Move a locked team along the state table and tell its viewers; False (and no
+    change) when the table does not allow the action from the current status."""
+    status = lifecycle.next_status(team.status, action)
+    if status is None:
+        return False
+    if status != team.status:
+        team.status = status
+        team.save(update_fields=["status", "updated_at"])
+    team_status_publish(team)
+    return True
+
+
+def team_status_publish(team: Team) -> None:
+    events.publish(events.TeamStatusChanged.of(team), team_id=team.id)
+
+
+def team_lock(team: Team) -> Team:
+    """The team's row, locked until the transaction ends, as it is now."""
+    return Team.objects.select_for_update().get(pk=team.pk)
 
 
 @transaction.atomic
@@ -108,24 +117,19 @@ def agent_create(
     role_prompt: str = "",
     position: int | None = None,
 ) -> Agent:
-    name = _validate_agent_name(name)
-    role = _validate_role(role)
-    if team.agents.filter(name=name).exists():
-        raise Conflict(f"Team {team.slug!r} already has an agent named {name!r}.", field="name")
+    name = (name or "").strip()
     if position is None:
         position = team.agents.count()
     agent = Agent(
         team=team, name=name, role=role, model=model, role_prompt=role_prompt, position=position
     )
-    with _integrity_as(Conflict(f"Team {team.slug!r} already has an agent named {name!r}.")):
+    validated(agent, exclude=["team"])
+    duplicate = Conflict(f"Team {team.slug!r} already has an agent named {name!r}.", field="name")
+    if team.agents.filter(name=name).exists():
+        raise duplicate
+    with integrity_as(duplicate):
         agent.save()
     return agent
-
-
-def text_check(value: str, *, field: str) -> None:
-    """Refuse text no database can store as given (PostgreSQL rejects NUL)."""
-    if "\x00" in value:
-        raise InvalidInput(f"The {field} may not contain NUL characters.", field=field)
 
 
 def message_add(
@@ -140,7 +144,8 @@ def message_add(
     query: Query | None = None,
     phase: str | None = None,
 ) -> Message:
-    """Append to the team conversation (no recipient) or to an agent's inbox."""
+    """Append to the team conversation (no recipient) or to an agent's inbox, and
+    tell live viewers once it is committed."""
     if kind not in Message.Kind.values:
         raise InvalidInput(f"Unknown message kind {kind!r}.", field="kind")
     if not content or not content.strip():
@@ -160,26 +165,28 @@ def message_add(
         query=query,
         phase=team.phase if phase is None else phase,
     )
+    events.publish(events.MessageCreated(message=MessageOut.of(message)), team_id=team.id)
     return message
+
+
+def system_note(team: Team, content: str, **kwargs) -> Message:
+    return message_add(
+        team=team, content=content, kind=Message.Kind.SYSTEM, author_label="system", **kwargs
+    )
 
 
 @transaction.atomic
 def anchor_save(*, team: Team, key: str, value: str, changed_by: str = "") -> Anchor:
     """Create an anchor or replace its value, keeping the old value in its history."""
     key = (key or "").strip()
-    if not re.match(ANCHOR_KEY_PATTERN, key):
-        raise InvalidInput(
-            f"Anchor key {key!r} must start with a letter or digit and use letters, digits, "
-            "'_', '.', ':' or '-' (at most 80).",
-            field="key",
-        )
     if not value or not value.strip():
         raise InvalidInput("An anchor needs a value.", field="value")
     text_check(value, field="value")
+    validated(Anchor(team=team, key=key, value=value), exclude=["team"])
     anchor = Anchor.objects.select_for_update().filter(team=team, key=key).first()
     if anchor is None:
         anchor = Anchor(team=team, key=key, value=value, updated_by=changed_by)
-        with _integrity_as(Conflict(f"Anchor {key!r} was saved concurrently; try again.")):
+        with integrity_as(Conflict(f"Anchor {key!r} was saved concurrently; try again.")):
             anchor.save()
     elif anchor.value != value:
         anchor.value = value
@@ -190,24 +197,14 @@ def anchor_save(*, team: Team, key: str, value: str, changed_by: str = "") -> An
 
 
 @transaction.atomic
-def pm_request_open(*, team: Team, question: str, agent: Agent | None = None, turn=None):
-    if not question or not question.strip():
-        raise InvalidInput("A PM request needs a question.", field="question")
-    text_check(question, field="question")
-    if PMRequest.objects.filter(team=team, status=PMRequest.Status.OPEN).exists():
-        raise Conflict(f"Team {team.slug!r} already has an open PM request.")
-    with _integrity_as(Conflict(f"Team {team.slug!r} already has an open PM request.")):
-        return PMRequest.objects.create(team=team, question=question, agent=agent, turn=turn)
-
-
-@transaction.atomic
 def api_token_create(*, team: Team, name: str) -> tuple[ApiToken, str]:
     """Create a token; the plain key is returned once and never stored."""
     name = (name or "").strip()
     if not name:
         raise InvalidInput("A token needs a name.", field="name")
+    duplicate = Conflict(f"Team {team.slug!r} already has a token named {name!r}.", field="name")
     if team.api_tokens.filter(name=name).exists():
-        raise Conflict(f"Team {team.slug!r} already has a token named {name!r}.", field="name")
+        raise duplicate
     raw_key = "loom_" + secrets.token_urlsafe(32)
     token = ApiToken(
         team=team,
@@ -215,6 +212,6 @@ def api_token_create(*, team: Team, name: str) -> tuple[ApiToken, str]:
         prefix=raw_key[: ApiToken.PREFIX_LENGTH],
         key_hash=ApiToken.hash_key(raw_key),
     )
-    with _integrity_as(Conflict(f"Team {team.slug!r} already has a token named {name!r}.")):
+    with integrity_as(duplicate):
         token.save()
     return token, raw_key

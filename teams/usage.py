@@ -4,18 +4,17 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from teams.model_client import ModelReply, cost_of
+from teams.catalog import Usage, cost_of
 from teams.models import Team, Turn
 
 
 # No savepoint when nested (the agent loop's step transaction): a failure here
 # fails the whole step anyway, and the savepoint costs two statements per call.
 @transaction.atomic(savepoint=False)
-def turn_add_usage(turn: Turn, reply: ModelReply, *, renew_lease=None) -> None:
-    usage = reply.usage
-    cost = cost_of(reply.model, usage)
+def turn_add_usage(*, turn: Turn, model: str, usage: Usage, renew_lease=None) -> None:
+    cost = cost_of(model, usage)
     fields = dict(
-        model=reply.model,
+        model=model,
         input_tokens=F("input_tokens") + usage.input_tokens,
         output_tokens=F("output_tokens") + usage.output_tokens,
         cache_creation_tokens=F("cache_creation_tokens") + usage.cache_creation_tokens,

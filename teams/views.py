@@ -4,7 +4,6 @@ Plain forms that work without JavaScript; the pages' script adds live updates
 over the WebSockets. Every page is for staff, and shows only the teams the user
 manages (superusers see all); another team's page is a 404."""
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import Http404
@@ -14,7 +13,8 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from teams import conversation, selectors
+from teams import conversation, lifecycle, pm_requests, selectors
+from teams.catalog import OFFLINE_MODEL
 from teams.errors import LoomError
 from teams.models import PMRequest
 
@@ -37,6 +37,7 @@ def team_list(request):
 def team_live(request, slug):
     team = _team_or_404(request, slug)
     transcript = selectors.team_transcript(team=team)
+    agents = list(team.agents.all())
     return render(
         request,
         "teams/team_live.html",
@@ -45,9 +46,11 @@ def team_live(request, slug):
             "conversation": transcript,
             "older_count": selectors.team_conversation(team=team).count() - len(transcript),
             "pm_request": selectors.team_open_pm_request(team=team),
-            "actions": conversation.ACTIONS_BY_STATUS.get(team.status, ()),
-            "agents": team.agents.all(),
-            "offline": not settings.ANTHROPIC_API_KEY,
+            "actions": lifecycle.pm_actions(team.status),
+            "all_actions": [(a.value, a.label) for a in lifecycle.PM_ACTIONS],
+            "agents": agents,
+            "queries": selectors.team_recent_queries(team=team),
+            "offline": any(a.effective_model == OFFLINE_MODEL for a in agents),
             "live_config": {
                 "ws": f"/ws/teams/{team.slug}/",
                 "answer_url": reverse("pm-answer", args=[0]),
@@ -62,23 +65,20 @@ def team_live(request, slug):
 @require_POST
 def team_action(request, slug):
     team = _team_or_404(request, slug)
-    actions = {
-        "start": conversation.team_start,
-        "pause": conversation.team_pause,
-        "resume": conversation.team_resume,
-    }
-    done = {"start": "started", "pause": "paused", "resume": "resumed"}
-    action = actions.get(request.POST.get("action", ""))
-    if action is None:
+    name = request.POST.get("action", "")
+    if name not in lifecycle.PM_ACTIONS:
         messages.error(request, "Unknown action.")
+        return redirect("team-live", slug=team.slug)
+    try:
+        conversation.PM_ACTION_SERVICES[name](team=team)
+    except LoomError as exc:
+        messages.error(request, exc.message)
     else:
-        try:
-            action(team=team)
-        except LoomError as exc:
-            messages.error(request, exc.message)
-        else:
-            messages.success(request, f"Team {team.slug} {done[request.POST['action']]}.")
+        messages.success(request, f"Team {team.slug} {PAST_TENSE[name]}.")
     return redirect("team-live", slug=team.slug)
+
+
+PAST_TENSE = {"start": "started", "pause": "paused", "resume": "resumed"}
 
 
 @staff_member_required
@@ -86,7 +86,7 @@ def team_action(request, slug):
 def team_post(request, slug):
     team = _team_or_404(request, slug)
     try:
-        conversation.pm_message_post(
+        pm_requests.pm_message_post(
             team=team, content=request.POST.get("content", ""), user=request.user
         )
     except LoomError as exc:
@@ -124,7 +124,7 @@ def pm_answer(request, request_id):
     if pm_request is None:
         raise Http404("No such PM request.")
     try:
-        conversation.pm_request_answer(
+        pm_requests.pm_request_answer(
             request_id=pm_request.id, answer=request.POST.get("answer", ""), user=request.user
         )
     except LoomError as exc:

@@ -50,7 +50,7 @@ def messages_api(settings):
 
 def drain(team, worker="test-worker", limit=50):
     """Run queued turns of the team one by one, as a worker would, until none is left."""
-    from teams import agent_loop
+    from teams.engine import loop
     from teams.models import Turn
 
     ran = []
@@ -58,7 +58,7 @@ def drain(team, worker="test-worker", limit=50):
         turn = Turn.objects.filter(team=team, status=Turn.Status.QUEUED).order_by("id").first()
         if turn is None:
             break
-        ran.append(agent_loop.run_turn(turn.id, worker))
+        ran.append(loop.run_turn(turn.id, worker))
     return ran
 
 
@@ -75,9 +75,9 @@ def per_agent(scripts):
 
 @pytest.fixture
 def ctx_for(team, agents):
-    from tools.base import ToolContext
+    from teams.engine.loop import tool_context
 
     def make(name, messages=None, turn=None):
-        return ToolContext(team=team, agent=agents[name], turn=turn, messages=list(messages or []))
+        return tool_context(team=team, agent=agents[name], turn=turn, messages=messages)
 
     return make

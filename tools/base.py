@@ -1,18 +1,22 @@
 """The tool pattern (seed 001): a name, an LLM-facing description, a pydantic
-parameter model and run(params, ctx) -> str.
+parameter model and run(params, ctx) -> str | ToolResult.
 
 The model never supplies team or agent ids: they come from the ToolContext the
-loop injects. A tool returns friendly text for expected failures (or raises a
+engine injects. A tool returns friendly text for expected failures (or raises a
 teams.errors.LoomError, which becomes that text); anything else is a bug, logged
-and reported to the model as "Error: ...".
+and reported to the model as "Error: ...". A tool that ends the agent's turn says
+so in its result, as a value (TurnEnd), never through the context.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
+
+from teams.models import TurnOutcome
 
 if TYPE_CHECKING:
     from teams.models import Agent, Message, Team, Turn
@@ -38,22 +42,36 @@ class ToolContext:
     # The loop's own message snapshot: tools read it instead of calling back into
     # a running agent (the offload deadlock of seed 001).
     messages: list[Message] = field(default_factory=list)
-    # Set by tools that end the turn (pass_turn, ask_pm, signal_phase_complete).
-    ended_by: str = ""
-    end_reason: str = ""
+    # Asks the agent's model a one-off question, (system, prompt, max tokens) ->
+    # text, with the usage counted on the turn; the engine supplies it.
+    ask_model: Callable[[str, str, int], str] | None = None
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    """How a tool ends the turn: a Turn.Outcome and its reason (the pass reason, the
+    question for the PM, the phase summary)."""
+
+    outcome: TurnOutcome
+    reason: str
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str
+    is_error: bool = False
+    ends_turn: TurnEnd | None = None
 
 
 class Tool:
     name: ClassVar[str]
     description: ClassVar[str]
     Params: ClassVar[type[Params]] = NoParams
-    # True for tools whose call ends the agent's turn once their results are in.
-    ends_turn: ClassVar[bool] = False
     # True where a service's expected failure (not found, already answered, max hops)
     # is a plain result the model reads, as the seeds word them, not an error.
     failures_are_results: ClassVar[bool] = False
 
-    def run(self, params: Any, ctx: ToolContext) -> str:  # pragma: no cover - interface
+    def run(self, params: Any, ctx: ToolContext) -> str | ToolResult:  # pragma: no cover
         raise NotImplementedError
 
     @classmethod
@@ -78,12 +96,6 @@ class Tool:
             prop.pop("title", None)
         schema.setdefault("properties", {})
         return {"name": cls.name, "description": cls.description, "input_schema": schema}
-
-
-@dataclass
-class ToolResult:
-    text: str
-    is_error: bool = False
 
 
 def truncate(text: str, limit: int = MAX_RESULT_CHARS) -> str:

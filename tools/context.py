@@ -40,7 +40,7 @@ class ContextRetrieve(Tool):
             query=params.query,
             keeper_id=params.keeper_id,
             mode=params.mode,
-            turn=ctx.turn,
+            ask_model=ctx.ask_model,
         )
 
 
@@ -88,4 +88,11 @@ class ContextOffload(Tool):
         # Offloaded messages also leave the rest of this turn's snapshot.
         offloaded = {m.id for m in chunk}
         ctx.messages[:] = [m for m in ctx.messages if m.id not in offloaded]
-        return f"Offloaded {result.count} messages. {result.keeper.index_entry}"
+        return (
+            f"Offloaded {result.count} messages. {result.keeper.index_entry} {recall_hint(result)}"
+        )
+
+
+def recall_hint(offload: keepers.Offload) -> str:
+    """How an agent gets offloaded messages back (also used by the automatic offload)."""
+    return f'Recall with {ContextRetrieve.name}(query, keeper_id="{offload.keeper.id}").'

@@ -2,9 +2,9 @@
 
 from pydantic import Field
 
-from teams import conversation
-from teams.models import Agent
-from tools.base import Params, Tool, ToolContext
+from teams import conversation, pm_requests
+from teams.models import Agent, Turn
+from tools.base import Params, Tool, ToolContext, ToolResult, TurnEnd
 from tools.registry import register
 
 
@@ -25,11 +25,9 @@ class PassTurn(Tool):
         "and have nothing to add."
     )
     Params = PassTurnParams
-    ends_turn = True
 
-    def run(self, params: PassTurnParams, ctx: ToolContext) -> str:
-        ctx.ended_by, ctx.end_reason = self.name, params.reason
-        return "Turn passed."
+    def run(self, params: PassTurnParams, ctx: ToolContext) -> ToolResult:
+        return ToolResult("Turn passed.", ends_turn=TurnEnd(Turn.Outcome.PASS, params.reason))
 
 
 def _coach_only(agent: Agent) -> bool:
@@ -49,20 +47,19 @@ class AskPm(Tool):
         "PM can answer."
     )
     Params = AskPmParams
-    ends_turn = True
 
     @classmethod
     def available_to(cls, agent, team):
         return _coach_only(agent)
 
-    def run(self, params: AskPmParams, ctx: ToolContext) -> str:
-        conversation.pm_request_ask(
+    def run(self, params: AskPmParams, ctx: ToolContext) -> ToolResult:
+        pm_requests.pm_request_open(
             team=ctx.team, agent=ctx.agent, question=params.question, turn=ctx.turn
         )
-        ctx.ended_by, ctx.end_reason = self.name, params.question
-        return (
+        return ToolResult(
             "Your question is with the PM. The conversation pauses after this turn; the "
-            "PM's answer will appear in the conversation as a PM message."
+            "PM's answer will appear in the conversation as a PM message.",
+            ends_turn=TurnEnd(Turn.Outcome.PM_REQUEST, params.question),
         )
 
 
@@ -82,16 +79,16 @@ class SignalPhaseComplete(Tool):
         "this one."
     )
     Params = PhaseCompleteParams
-    ends_turn = True
 
     @classmethod
     def available_to(cls, agent, team):
         return _coach_only(agent)
 
-    def run(self, params: PhaseCompleteParams, ctx: ToolContext) -> str:
+    def run(self, params: PhaseCompleteParams, ctx: ToolContext) -> ToolResult:
         finished = ctx.team.phase
         team = conversation.phase_complete(team=ctx.team, agent=ctx.agent, summary=params.summary)
-        ctx.ended_by, ctx.end_reason = self.name, params.summary
         if team.status == team.Status.DONE:
-            return f"Phase {finished} complete. That was the last phase: the team is done."
-        return f"Phase {finished} complete. The team moves on to {team.phase}."
+            text = f"Phase {finished} complete. That was the last phase: the team is done."
+        else:
+            text = f"Phase {finished} complete. The team moves on to {team.phase}."
+        return ToolResult(text, ends_turn=TurnEnd(Turn.Outcome.PHASE_COMPLETE, params.summary))

@@ -2,7 +2,7 @@
 
 from pydantic import Field
 
-from teams import conversation
+from teams import services
 from teams.models import Agent, Message
 from tools.base import Params, Tool, ToolContext
 from tools.registry import register
@@ -29,9 +29,9 @@ class PeerMessage(Tool):
             return f"No agent named {params.to!r} in this team. Agents: {names}."
         if recipient.id == ctx.agent.id:
             return "You cannot send a message to yourself."
-        conversation.post(
-            ctx.team,
-            params.content,
+        services.message_add(
+            team=ctx.team,
+            content=params.content,
             kind=Message.Kind.PEER,
             author=ctx.agent,
             recipient=recipient,

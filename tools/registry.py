@@ -8,10 +8,11 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+from dataclasses import replace
 
 from pydantic import ValidationError
 
-from teams.errors import LoomError
+from teams.errors import LoomError, ModelError
 from tools.base import Tool, ToolContext, ToolResult, truncate
 
 log = logging.getLogger("loom.tools")
@@ -75,12 +76,14 @@ def execute(name: str, arguments, ctx: ToolContext, allowed=None) -> ToolResult:
         )
         return ToolResult(f"Error: Invalid arguments for {name}: {problems}", is_error=True)
     try:
-        text = tool().run(params, ctx)
+        result = tool().run(params, ctx)
     except LoomError as exc:
-        if tool.failures_are_results:
+        if tool.failures_are_results and not isinstance(exc, ModelError):
             return ToolResult(truncate(exc.message))
         return ToolResult(f"Error: {exc.message}", is_error=True)
     except Exception as exc:  # a bug: keep the loop alive, tell the model, log it all
         log.exception("Tool %s failed for agent %s", name, ctx.agent.name)
         return ToolResult(f"Error: {name} failed unexpectedly ({type(exc).__name__}).", True)
-    return ToolResult(truncate(text))
+    if isinstance(result, str):
+        return ToolResult(truncate(result))
+    return replace(result, text=truncate(result.text))

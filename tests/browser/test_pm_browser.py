@@ -5,7 +5,7 @@ import re
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from teams import services
+from teams import pm_requests, services
 from teams.models import Message, PMRequest, Team, Turn
 from tests.browser.conftest import SCREENSHOTS, log_in
 from tests.conftest import per_agent
@@ -146,7 +146,7 @@ def test_two_pms_answer_the_same_request(start_site, browser, pm_user):
         number=5,
         outcome="pm_request",
     )
-    request = services.pm_request_open(
+    request = pm_requests.pm_request_open(
         team=team, question="Ship on Friday?", agent=team.agents.get(name="coach")
     )
     site = start_site()

@@ -2,7 +2,7 @@ import pytest
 from django.contrib import admin
 from django.urls import reverse
 
-from teams import questions, services
+from teams import pm_requests, questions, services
 from teams.models import (
     ConsultantProfile,
     Consultation,
@@ -19,7 +19,7 @@ def populated(team, agents):
     coach = agents["coach"]
     message = services.message_add(team=team, content="<b>hello</b>", author=coach)
     services.anchor_save(team=team, key="lang", value="Python")
-    services.pm_request_open(team=team, question="Scope?", agent=coach)
+    pm_requests.pm_request_open(team=team, question="Scope?", agent=coach)
     questions.ask(team=team, question="Why?", origin=coach, target="coder")
     turn = Turn.objects.create(team=team, agent=coach, status="done", input_tokens=10)
     TurnStep.objects.create(turn=turn, index=0, kind="model", content=[{"type": "text"}])
@@ -108,11 +108,11 @@ def test_admin_start_pause_resume_actions(admin_client, team):
 
 
 def test_admin_answers_pm_request_once(admin_client, team, agents):
-    from teams import conversation
+    from teams import conversation, pm_requests
     from teams.models import PMRequest
 
     conversation.team_start(team=team)
-    request = conversation.pm_request_ask(
+    request = pm_requests.pm_request_open(
         team=team, agent=agents["coach"], question="Scope?", turn=None
     )
     url = reverse("admin:teams_pmrequest_change", args=[request.pk])

@@ -2,7 +2,8 @@
 
 import pytest
 
-from teams import agent_loop, conversation, services, worker
+from teams import conversation, pm_requests, services, turns
+from teams.engine import loop, worker
 from teams.models import Message, PMRequest, Team, Turn, TurnStep
 from tests.conftest import drain, per_agent
 from tests.fakes.messages_api import bad_request, overloaded, rate_limited, text, tool
@@ -157,9 +158,9 @@ def test_usage_and_cost_are_recorded(conversation_run, agents):
 
 def test_pm_answer_resumes_at_next_speaker_once(conversation_run, team, admin_user):
     request = PMRequest.objects.get(team=team)
-    conversation.pm_request_answer(request_id=request.id, answer="HTML only.", user=admin_user)
+    pm_requests.pm_request_answer(request_id=request.id, answer="HTML only.", user=admin_user)
     with pytest.raises(conversation.Conflict, match="already answered"):
-        conversation.pm_request_answer(request_id=request.id, answer="Second opinion.")
+        pm_requests.pm_request_answer(request_id=request.id, answer="Second opinion.")
     team.refresh_from_db()
     assert team.status == Team.Status.RUNNING
     queued = Turn.objects.get(team=team, status="queued")
@@ -238,7 +239,7 @@ def test_abandoned_turn_is_swept_and_resumes_without_repeating_tools(
 
     monkeypatch.setattr(TurnStep.objects, "create", die_after_tool)
     with pytest.raises(WorkerDied):
-        agent_loop.run_turn(turn.id, "doomed-worker")
+        loop.run_turn(turn.id, "doomed-worker")
     monkeypatch.undo()
     turn.refresh_from_db()
     assert turn.status == Turn.Status.RUNNING and turn.claimed_by == "doomed-worker"
@@ -246,7 +247,7 @@ def test_abandoned_turn_is_swept_and_resumes_without_repeating_tools(
 
     Turn.objects.filter(pk=turn.pk).update(lease_expires_at=turn.started_at)
     assert worker.sweep()["requeued"] == 1
-    finished = agent_loop.run_turn(turn.id, "rescuer")
+    finished = loop.run_turn(turn.id, "rescuer")
     assert finished.status == Turn.Status.DONE and finished.attempts == 2
     assert Message.objects.filter(kind="peer").count() == 1
     assert len(api.requests) == 2
@@ -260,5 +261,5 @@ def test_abandoned_turn_is_swept_and_resumes_without_repeating_tools(
 def test_duplicate_wake_up_is_claimed_once(team):
     conversation.team_start(team=team)
     turn = Turn.objects.get(status="queued")
-    assert agent_loop.claim(turn.id, "a") is not None
-    assert agent_loop.claim(turn.id, "b") is None
+    assert turns.turn_claim(turn.id, "a") is not None
+    assert turns.turn_claim(turn.id, "b") is None

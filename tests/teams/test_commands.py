@@ -1,7 +1,7 @@
 import pytest
 from django.core.management import CommandError, call_command
 
-from teams import conversation
+from teams import pm_requests
 from teams.models import Message, Team, Turn
 from tests.conftest import drain
 
@@ -15,7 +15,7 @@ def test_team_command_start_status_answer(team, agents, capsys):
     out = run("start", "alpha", capsys=capsys)
     assert "status: running" in out and "turns:  0 of 200" in out
     drain(team, limit=2)
-    conversation.pm_request_ask(team=team, agent=agents["coach"], question="Scope?", turn=None)
+    pm_requests.pm_request_open(team=team, agent=agents["coach"], question="Scope?", turn=None)
     out = run("status", "alpha", capsys=capsys)
     assert "status: awaiting_pm" in out and "turns:  2 of 200" in out
     assert "PM request #" in out and "from coach: Scope?" in out

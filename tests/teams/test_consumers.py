@@ -9,7 +9,7 @@ from channels.testing import ApplicationCommunicator, WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 
-from teams import conversation, services
+from teams import conversation, pm_requests, services
 from teams.consumers import TurnWorkerConsumer
 from teams.models import Message, Team, Turn
 from teams.routing import websocket_urlpatterns
@@ -170,7 +170,7 @@ async def test_pm_inbox_streams_only_the_users_teams():
 
     def ask(team, question):
         conversation.team_start(team=team)
-        return conversation.pm_request_ask(
+        return pm_requests.pm_request_open(
             team=team, agent=team.agents.get(name="coach"), question=question, turn=None
         )
 
@@ -179,7 +179,7 @@ async def test_pm_inbox_streams_only_the_users_teams():
     event = await communicator.receive_json_from(timeout=5)
     assert event["event"] == "pm_request.opened"
     assert event["request"]["question"] == "For carol?"
-    await database_sync_to_async(conversation.pm_request_answer)(
+    await database_sync_to_async(pm_requests.pm_request_answer)(
         request_id=request.id, answer="Yes."
     )
     event = await communicator.receive_json_from(timeout=5)
@@ -195,14 +195,14 @@ async def test_reconnecting_page_gets_what_it_missed_and_the_open_request():
     def setup():
         team = make_team()
         coach = team.agents.get(name="coach")
-        first = conversation.post(team, "Seen at render.", author=coach)
-        conversation.post(team, "Missed one.", author=coach)
-        conversation.post(
-            team, "Private.", author=coach, recipient=team.agents.get(name="researcher")
+        first = services.message_add(team=team, content="Seen at render.", author=coach)
+        services.message_add(team=team, content="Missed one.", author=coach)
+        services.message_add(
+            team=team, content="Private.", author=coach, recipient=team.agents.get(name="researcher")
         )
-        conversation.post(team, "Missed two.", author=coach)
+        services.message_add(team=team, content="Missed two.", author=coach)
         conversation.team_start(team=team)
-        conversation.pm_request_ask(team=team, agent=coach, question="Which?", turn=None)
+        pm_requests.pm_request_open(team=team, agent=coach, question="Which?", turn=None)
         return first.id
 
     first_id = await database_sync_to_async(setup)()
@@ -232,7 +232,7 @@ async def test_pm_inbox_connect_lists_the_requests_open_now():
         user = make_user("erin")
         team.managers.add(user)
         conversation.team_start(team=team)
-        conversation.pm_request_ask(
+        pm_requests.pm_request_open(
             team=team, agent=team.agents.get(name="coach"), question="Before you came?", turn=None
         )
         return user
@@ -260,12 +260,12 @@ async def test_team_socket_closes_once_the_user_no_longer_manages_the_team(monke
     assert (await communicator.connect())[0]
     await receive_until(communicator, lambda e: e["event"] == "team.status")
     coach = await database_sync_to_async(team.agents.get)(name="coach")
-    await database_sync_to_async(conversation.post)(team, "Still yours.", author=coach)
+    await database_sync_to_async(services.message_add)(team=team, content="Still yours.", author=coach)
     event = await communicator.receive_json_from(timeout=5)
     assert event["message"]["content"] == "Still yours."
 
     await database_sync_to_async(team.managers.remove)(user)
-    await database_sync_to_async(conversation.post)(team, "Not for fred.", author=coach)
+    await database_sync_to_async(services.message_add)(team=team, content="Not for fred.", author=coach)
     closed = await communicator.receive_output(timeout=5)
     assert closed == {"type": "websocket.close", "code": 4403}
     await communicator.disconnect()
@@ -288,7 +288,7 @@ async def test_pm_inbox_socket_closes_for_a_deactivated_user(monkeypatch):
 
     def deactivate_and_ask():
         type(user).objects.filter(pk=user.pk).update(is_active=False)
-        conversation.pm_request_ask(
+        pm_requests.pm_request_open(
             team=team, agent=team.agents.get(name="coach"), question="Secret?", turn=None
         )
 

@@ -1,8 +1,9 @@
 import pytest
 
-from teams import conversation, services
+from teams import conversation, pm_requests, services
 from teams.errors import Conflict, InvalidInput, NotFound
 from teams.models import Message, Team, Turn
+from teams.schemas import TeamStatusOut
 from tests.conftest import drain
 
 
@@ -47,21 +48,21 @@ def test_turn_budget_pauses_the_team(team):
 
 def test_pm_post_and_answer_validation(team, agents):
     with pytest.raises(InvalidInput):
-        conversation.pm_message_post(team=team, content="  ")
-    message = conversation.pm_message_post(team=team, content="Focus on HTML.")
+        pm_requests.pm_message_post(team=team, content="  ")
+    message = pm_requests.pm_message_post(team=team, content="Focus on HTML.")
     assert message.kind == "pm" and message.speaker == "pm"
     with pytest.raises(NotFound):
-        conversation.pm_request_answer(request_id=999, answer="x")
-    request = conversation.pm_request_ask(team=team, agent=agents["coach"], question="?", turn=None)
+        pm_requests.pm_request_answer(request_id=999, answer="x")
+    request = pm_requests.pm_request_open(team=team, agent=agents["coach"], question="?", turn=None)
     with pytest.raises(InvalidInput):
-        conversation.pm_request_answer(request_id=request.id, answer="")
+        pm_requests.pm_request_answer(request_id=request.id, answer="")
 
 
 def test_phase_complete_advances_and_summary_carries_over(team, agents):
     conversation.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
     team.refresh_from_db()
     assert team.phase == "planning"
-    from teams import prompts
+    from teams.engine import prompts
 
     history = prompts.history_messages(agents["coder"], team)
     assert [m.kind for m in history] == ["phase_summary", "system"]
@@ -92,7 +93,7 @@ def test_conversation_waits_for_an_inbox_turn_then_continues(team, agents):
 
 
 def test_sweeper_restarts_a_stalled_team(team):
-    from teams import worker
+    from teams.engine import worker
 
     Team.objects.filter(pk=team.pk).update(status=Team.Status.RUNNING)
     assert worker.sweep()["restarted"] == 1
@@ -105,7 +106,7 @@ def test_sweeper_restarts_a_stalled_team(team):
 def test_offered_actions_are_exactly_those_the_services_accept(team, agents, status, action):
     Team.objects.filter(pk=team.pk).update(status=status)
     team.refresh_from_db()
-    offered = action in conversation.team_status_payload(team)["actions"]
+    offered = action in TeamStatusOut.of(team).actions
     try:
         getattr(conversation, f"team_{action}")(team=team)
     except Conflict:
@@ -113,3 +114,19 @@ def test_offered_actions_are_exactly_those_the_services_accept(team, agents, sta
     else:
         accepted = True
     assert offered == accepted
+
+
+@pytest.mark.parametrize(
+    "status, offered",
+    [
+        ("idle", ["start"]),
+        ("running", ["pause"]),
+        ("awaiting_pm", ["pause"]),
+        ("paused", ["resume"]),
+        ("done", []),
+    ],
+)
+def test_start_and_resume_are_never_offered_together(team, status, offered):
+    Team.objects.filter(pk=team.pk).update(status=status)
+    team.refresh_from_db()
+    assert TeamStatusOut.of(team).actions == offered

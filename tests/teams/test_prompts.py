@@ -1,6 +1,7 @@
 """What an agent sees: seed 003's prompt rules."""
 
-from teams import conversation, prompts, services
+from teams import conversation, services
+from teams.engine import prompts
 from teams.models import DEFAULT_PHASES
 
 

@@ -10,7 +10,8 @@ from django.core.management import call_command
 from django.db import connections
 from django.utils import timezone
 
-from teams import agent_loop, conversation, prompts, questions, services
+from teams import conversation, questions, services, turns
+from teams.engine import loop, prompts
 from teams.errors import InvalidInput, NotFound
 from teams.models import Keeper, Message, Query, Team, Turn
 from tests.conftest import drain, per_agent
@@ -54,12 +55,12 @@ class TestProtocol:
         coder = agents["coder"]
         api = messages_api([text("Working."), text("Now I see it.")])
         first = Turn.objects.create(team=team, agent=coder, phase=team.phase)
-        claimed = agent_loop.claim(first.id, "w")  # the turn's snapshot is taken here
+        claimed = turns.turn_claim(first.id, "w")  # the turn's snapshot is taken here
         questions.ask(team=team, origin=agents["reviewer"], question="Mid-turn?", target="coder")
-        agent_loop.execute(claimed, "w")
+        loop.execute(claimed, "w")
         assert "Mid-turn?" not in api.requests[0].dump
         second = Turn.objects.create(team=team, agent=coder, phase=team.phase)
-        agent_loop.run_turn(second.id, "w")
+        loop.run_turn(second.id, "w")
         assert "Mid-turn?" in api.requests[1].dump
 
     def test_forward_loop_stops_at_max_hops(self, team, agents):
@@ -150,7 +151,7 @@ class TestAutomaticOffload:
         coder.save()
         api = messages_api([text("Fine.")])
         turn = Turn.objects.create(team=team, agent=coder, phase=team.phase)
-        agent_loop.run_turn(turn.id, "w")
+        loop.run_turn(turn.id, "w")
         first, *more = Keeper.objects.filter(agent=coder).order_by("id")
         assert first.entries.count() >= 3
         sent = api.requests[0].dump
@@ -158,14 +159,14 @@ class TestAutomaticOffload:
         for keeper in (first, *more):  # one line about each offload
             assert f"offloaded to keeper {keeper.id} ('earlier conversation" in sent
         assert "context_retrieve" in sent
-        assert agent_loop.estimate_tokens(prompts.build(coder, team)) <= 800
+        assert loop.estimate_tokens(prompts.build(coder, team)) <= 800
         assert "Review note 0" in first.entries.first().content
 
     def test_under_budget_nothing_happens(self, team, agents, messages_api):
         messages_api([text("Fine.")])
         services.message_add(team=team, author=agents["reviewer"], content="short")
         turn = Turn.objects.create(team=team, agent=agents["coder"], phase=team.phase)
-        agent_loop.run_turn(turn.id, "w")
+        loop.run_turn(turn.id, "w")
         assert not Keeper.objects.exists()
 
 
@@ -318,7 +319,7 @@ def test_scenario_offload_then_retrieve(team, agents, messages_api):
         ]
     )
     turn = Turn.objects.create(team=team, agent=agents["coder"], phase=team.phase)
-    agent_loop.run_turn(turn.id, "w")
+    loop.run_turn(turn.id, "w")
     keeper = Keeper.objects.get()
     offloaded = list(keeper.entries.values_list("content", flat=True))
     assert 5 <= len(offloaded) <= 9

@@ -1,7 +1,7 @@
 import pytest
 from django.db import IntegrityError, transaction
 
-from teams import selectors, services
+from teams import pm_requests, selectors, services
 from teams.errors import Conflict, InvalidInput, NotFound
 from teams.models import Agent, Anchor, Message, PMRequest, Team, Turn
 
@@ -77,9 +77,9 @@ def test_anchor_bad_input(team, key, value):
 
 
 def test_one_open_pm_request_per_team(team, agents):
-    services.pm_request_open(team=team, question="Which format?", agent=agents["coach"])
+    pm_requests.pm_request_open(team=team, question="Which format?", agent=agents["coach"])
     with pytest.raises(Conflict, match="already has an open PM request"):
-        services.pm_request_open(team=team, question="Another?", agent=agents["coach"])
+        pm_requests.pm_request_open(team=team, question="Another?", agent=agents["coach"])
     assert PMRequest.objects.count() == 1
 
 
@@ -111,7 +111,7 @@ def test_text_postgresql_cannot_store_is_refused_everywhere(team, agents):
     with pytest.raises(InvalidInput, match="goal may not contain NUL"):
         services.team_create(slug="gamma", goal="ship\x00")
     with pytest.raises(InvalidInput, match="question may not contain NUL"):
-        services.pm_request_open(team=team, question="Why\x00?", agent=agents["coach"])
+        pm_requests.pm_request_open(team=team, question="Why\x00?", agent=agents["coach"])
     assert not PMRequest.objects.exists()
 
 

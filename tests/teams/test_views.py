@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from teams import conversation, services
+from teams import conversation, pm_requests, services
 from teams.models import Message, PMRequest
 
 
@@ -26,7 +26,7 @@ def manager(team):
 
 def open_request(team, question="HTML or PDF?"):
     conversation.team_start(team=team)
-    return conversation.pm_request_ask(
+    return pm_requests.pm_request_open(
         team=team, agent=team.agents.get(name="coach"), question=question, turn=None
     )
 
@@ -115,11 +115,13 @@ def test_answer_with_a_nul_byte_is_refused_and_the_request_stays_open(manager, t
 
 def test_actions_and_pm_post(manager, team):
     page = manager.get("/teams/alpha/").content.decode()
-    assert 'value="start">Start' in page and 'value="pause" disabled>Pause' in page
+    # Only what the status allows is shown: an idle team offers Start, never Resume.
+    assert 'value="start">Start' in page and 'value="pause" disabled hidden>Pause' in page
+    assert 'value="resume" disabled hidden>Resume' in page
     response = manager.post("/teams/alpha/action/", {"action": "start"}, follow=True)
     assert "Team alpha started." in response.content.decode()
     page = response.content.decode()
-    assert 'value="start" disabled>Start' in page and 'value="pause">Pause' in page
+    assert 'value="start" disabled hidden>Start' in page and 'value="pause">Pause' in page
     response = manager.post("/teams/alpha/action/", {"action": "start"}, follow=True)
     assert "already running" in response.content.decode()
     manager.post("/teams/alpha/post/", {"content": "Focus on HTML."})

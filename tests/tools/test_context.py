@@ -2,7 +2,8 @@
 
 import pytest
 
-from teams import keepers, prompts, services
+from teams import keepers, services
+from teams.engine import prompts
 from teams.models import Keeper, Turn
 from tests.fakes.messages_api import text
 from tools import registry
@@ -131,8 +132,10 @@ class TestOffload:
         keeper = Keeper.objects.get()
         count = keeper.entries.count()
         assert 2 <= count <= 6  # about 30% of 12
-        assert result == f"Offloaded {count} messages. {keeper.index_entry}"
-        assert f'keeper_id="{keeper.id}"' in keeper.index_entry
+        assert result == (
+            f"Offloaded {count} messages. {keeper.index_entry} "
+            f'Recall with context_retrieve(query, keeper_id="{keeper.id}").'
+        )
         remaining = prompts.history_messages(agents["coder"], team)
         assert [m.id for m in remaining] == [m.id for m in history[count:]]
         # Another agent's context is untouched.

@@ -5,6 +5,7 @@ import re
 import pytest
 
 from teams import keepers, services
+from teams.engine import prompts
 from teams.models import Message, Query
 from tools import registry
 
@@ -18,7 +19,7 @@ def query_id(text):
 
 
 class TestAsk:
-    def test_targeted_question_reaches_only_the_target(self, ctx_for, agents):
+    def test_targeted_question_reaches_only_the_target(self, ctx_for, agents, team):
         result = run(
             ctx_for("researcher"), "peer_ask_question", question="Which parser?", target="coder"
         )
@@ -30,7 +31,9 @@ class TestAsk:
         (message,) = Message.objects.filter(kind="query")
         assert message.recipient == agents["coder"]
         assert message.content.startswith(f"[Query from researcher | ID: {key}]\nWhich parser?")
-        assert f'peer_answer_question with query_id "{key}"' in message.content
+        # The recipient's prompt says how to reply.
+        (rendered,) = [m for m in prompts.build(agents["coder"], team).messages if key in m["content"]]
+        assert f'peer_answer_question with query_id "{key}"' in rendered["content"]
 
     def test_broadcast_skips_the_asker(self, ctx_for):
         result = run(ctx_for("researcher"), "peer_ask_question", question="Anyone?")

@@ -2,7 +2,6 @@ import asyncio
 import logging
 import socket
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 log = logging.getLogger("loom.serve")
@@ -29,11 +28,9 @@ class Command(BaseCommand):
         from daphne.server import Server
 
         from loomsite.asgi import application
+        from teams.engine.worker import WORKER_ID, run_sweeper
         from teams.events import TURNS_CHANNEL
-        from teams.worker import WORKER_ID, run_sweeper
 
-        if not settings.ANTHROPIC_API_KEY:
-            log.warning("No ANTHROPIC_API_KEY: agents run on the offline model (loom-offline).")
         layer = get_channel_layer()
         if layer is None:
             raise CommandError("No channel layer is configured.")
@@ -48,6 +45,7 @@ class Command(BaseCommand):
             log.info("Turn worker %s and the sweeper are running in this process.", WORKER_ID)
 
         _check_port_free(host, port)
+        _warn_about_models()
         self.stdout.write(f"Loom on http://{host}:{port}/ (admin at /admin/). Ctrl-C stops.")
         Server(
             application=application,
@@ -55,6 +53,23 @@ class Command(BaseCommand):
             ready_callable=start_workers,
             verbosity=0,
         ).run()
+
+
+def _warn_about_models() -> None:
+    """Say at start which agents' models cannot run, rather than at their first turn."""
+    from teams.catalog import OFFLINE_MODEL, default_model
+    from teams.engine.providers import model_problem
+    from teams.models import Agent
+
+    if default_model() == OFFLINE_MODEL:
+        log.warning("No ANTHROPIC_API_KEY: agents without a model run on %s.", OFFLINE_MODEL)
+    used: dict[str, list[str]] = {}
+    for agent in Agent.objects.select_related("team"):
+        used.setdefault(agent.effective_model, []).append(f"{agent.team.slug}/{agent.name}")
+    for model, agents in sorted(used.items()):
+        problem = model_problem(model)
+        if problem:
+            log.warning("Agents %s cannot run: %s.", ", ".join(agents), problem)
 
 
 def _check_port_free(host: str, port: int) -> None:

@@ -2,7 +2,7 @@ import time
 
 from django.core.management.base import BaseCommand
 
-from teams.worker import SWEEP_SECONDS, sweep
+from teams.engine.worker import SWEEP_SECONDS, sweep
 
 
 class Command(BaseCommand):

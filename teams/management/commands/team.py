@@ -1,7 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from teams import conversation, selectors
+from teams import conversation, pm_requests, selectors
 from teams.errors import LoomError
+from teams.lifecycle import PM_ACTIONS
 
 
 class Command(BaseCommand):
@@ -15,19 +16,15 @@ class Command(BaseCommand):
     def handle(self, *args, action, slug, text, **options):
         try:
             team = selectors.team_get(slug=slug)
-            if action == "start":
-                conversation.team_start(team=team)
-            elif action == "pause":
-                conversation.team_pause(team=team)
-            elif action == "resume":
-                conversation.team_resume(team=team)
+            if action in PM_ACTIONS:
+                conversation.PM_ACTION_SERVICES[action](team=team)
             elif action == "answer":
                 request = selectors.team_open_pm_request(team=team)
                 if request is None:
                     raise CommandError(f"Team {slug!r} has no open PM request.")
                 if not text.strip():
                     raise CommandError("Give the answer: team answer SLUG 'your answer'.")
-                conversation.pm_request_answer(request_id=request.id, answer=text)
+                pm_requests.pm_request_answer(request_id=request.id, answer=text)
         except LoomError as exc:
             raise CommandError(exc.message) from exc
         self.stdout.write(self.status(selectors.team_get(slug=slug)))

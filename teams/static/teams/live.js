@@ -48,8 +48,10 @@
     $("team-turns").textContent = t.turn_count;
     if (t.spent_usd !== undefined) $("team-cost").textContent = t.spent_usd;
     if (t.actions) {
+      // Only the actions the status allows are shown (an idle team Start, a paused
+      // one Resume, never both).
       document.querySelectorAll("form.actions button[name=action]").forEach((button) => {
-        button.disabled = !t.actions.includes(button.value);
+        button.disabled = button.hidden = !t.actions.includes(button.value);
       });
     }
     // On (re)connect the server says which PM request, if any, is open now.
@@ -77,6 +79,26 @@
     if (String(box.dataset.id) === String(r.id)) box.hidden = true;
   }
 
+  // Questions between agents: one entry per query, its hop chain a compact line
+  // per ask, forward, answer or expiry; the newest query on top.
+  function showQuery(q) {
+    const list = $("queries");
+    const empty = $("no-queries");
+    if (empty) empty.remove();
+    let li = list.querySelector(`li[data-key="${q.key}"]`);
+    if (!li) {
+      li = el("li");
+      li.dataset.key = q.key;
+      list.prepend(li);
+    }
+    li.className = `query status-${q.status}`;
+    const question = q.question.length > 140 ? q.question.slice(0, 139) + "…" : q.question;
+    const hops = el("ul", "hops");
+    q.lines.forEach((line) => hops.append(el("li", "", line)));
+    li.replaceChildren(el("span", "key", q.key), document.createTextNode(" "),
+                       el("span", "question", question), hops);
+  }
+
   const handlers = {
     "message.created": (e) => addMessage(e.message),
     "turn.started": (e) => {
@@ -93,6 +115,10 @@
     "team.status": (e) => setStatus(e),
     "pm_request.opened": (e) => showRequest(e.request),
     "pm_request.answered": (e) => hideRequest(e.request),
+    "query.asked": (e) => showQuery(e.query),
+    "query.forwarded": (e) => showQuery(e.query),
+    "query.answered": (e) => showQuery(e.query),
+    "query.expired": (e) => showQuery(e.query),
   };
 
   // `after` lets the server send what this page missed while not connected.

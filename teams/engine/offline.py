@@ -1,6 +1,7 @@
-"""A deterministic stand-in for Claude, used when no ANTHROPIC_API_KEY is set.
+"""A deterministic stand-in for Claude: the model id `loom-offline`, the default when
+no ANTHROPIC_API_KEY is set.
 
-It speaks the same interface as AnthropicModel and exercises every mechanism of a
+It speaks the same protocol as the Anthropic provider and exercises every mechanism of a
 conversation: short messages, passes, one ask_pm from the coach, and phase
 completion, so the demo shows the product with no key. Every message it writes
 says it comes from the offline model."""
@@ -13,9 +14,10 @@ import zlib
 
 from django.conf import settings
 
-from teams.model_client import OFFLINE_MODEL, ModelReply, Usage
-
-KEEPER_MARKER = "You are a keeper"
+from teams.catalog import OFFLINE_MODEL, Usage
+from teams.engine.reply import ModelReply
+from teams.keepers import SMART_SYSTEM
+from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
 
 IDENTITY = re.compile(r"Your name is (?P<name>[\w-]+) and your role is (?P<role>\w+)\.")
 
@@ -51,12 +53,12 @@ def _text_of(message: dict) -> str:
     return "\n".join(b.get("text", "") or str(b.get("content", "")) for b in content)
 
 
-class OfflineModel:
+class OfflineProvider:
     offline = True
 
     def respond(self, *, model, system, messages, tools, max_tokens=0, on_text=None):
         system_text = "\n".join(b["text"] for b in system)
-        if system_text.startswith(KEEPER_MARKER):
+        if system_text.startswith(SMART_SYSTEM):
             return self._keeper_answer(messages[-1]["content"])
         match = IDENTITY.search(system_text)
         name, role = (match["name"], match["role"]) if match else ("agent", "agent")
@@ -72,22 +74,22 @@ class OfflineModel:
 
         lines = transcript.count("\n[")
         pm_seen = "[pm" in transcript or "PM input received" in transcript
-        if role == "coach" and "ask_pm" in tool_names and not pm_seen and lines >= 3:
+        if role == "coach" and AskPm.name in tool_names and not pm_seen and lines >= 3:
             return self._tool(
-                "ask_pm",
+                AskPm.name,
                 {"question": "Which output format should we prioritise: HTML only, or also PDF?"},
                 input_tokens,
             )
-        if role == "coach" and "signal_phase_complete" in tool_names and pm_seen:
+        if role == "coach" and SignalPhaseComplete.name in tool_names and pm_seen:
             # Lines since the phase began or the PM last spoke.
             mark = max(transcript.rfind("[pm"), transcript.rfind("Phase advanced to"))
             if transcript[mark:].count("\n[") >= 8:
                 summary = "PM input received. The team agreed on scope and next steps."
-                return self._tool("signal_phase_complete", {"summary": summary}, input_tokens)
+                return self._tool(SignalPhaseComplete.name, {"summary": summary}, input_tokens)
         seed = zlib.crc32(f"{name}:{lines}:{len(transcript)}".encode())
-        if role != "coach" and "pass_turn" in tool_names and seed % 3 == 0:
+        if role != "coach" and PassTurn.name in tool_names and seed % 3 == 0:
             return self._tool(
-                "pass_turn", {"reason": "agree with the current proposal"}, input_tokens
+                PassTurn.name, {"reason": "agree with the current proposal"}, input_tokens
             )
         options = LINES.get(role, DEFAULT_LINES)
         text = f"{options[seed % len(options)]} (offline model)"

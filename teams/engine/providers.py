@@ -1,95 +1,29 @@
-"""The model boundary: Claude through the anthropic SDK, or the offline model.
+"""The model boundary: a provider per family of model ids, chosen by the id.
 
-Both speak one interface, respond(...) -> ModelReply, so the loop does not know
-which it has. The anthropic client is built lazily from settings; its own retries
-cover 429, 5xx and 529 (overloaded)."""
+`loom-offline` is always the offline model; a `claude-…` id is Claude through the
+anthropic SDK and needs ANTHROPIC_API_KEY (a missing key is a ModelError that says
+so, never a silent fallback). Every provider speaks one protocol, respond(...) ->
+ModelReply, with streamed text, usage and failures as ModelError, so the loop does
+not know which it has. Providers for other vendors plug in to PROVIDERS."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
-from decimal import Decimal
+from collections.abc import Callable
 
 import anthropic
 from django.conf import settings
 
+from teams.catalog import OFFLINE_MODEL, Usage
+from teams.engine.offline import OfflineProvider
+from teams.engine.reply import DEFAULT_MAX_TOKENS, ModelReply, Provider
+from teams.errors import ModelError
+
 log = logging.getLogger("loom.model")
 
-OFFLINE_MODEL = "loom-offline"
-DEFAULT_MAX_TOKENS = 2048
 
-# USD per million tokens: (input, output). Cache writes cost 1.25x input and cache
-# reads 0.1x input (five-minute ephemeral cache).
-PRICES = {
-    "claude-opus-4-1": (15, 75),
-    "claude-opus-4": (15, 75),
-    "claude-opus": (5, 25),
-    "claude-sonnet": (3, 15),
-    "claude-haiku-4": (1, 5),
-    "claude-3-5-haiku": (Decimal("0.8"), 4),
-    "claude-haiku": (1, 5),
-    OFFLINE_MODEL: (0, 0),
-}
-
-
-class ModelError(Exception):
-    """The model call failed after the SDK's retries; the message says why."""
-
-
-@dataclass
-class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_tokens: int = 0
-    cache_read_tokens: int = 0
-
-    def as_fields(self) -> dict:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_creation_tokens": self.cache_creation_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-        }
-
-
-@dataclass
-class ModelReply:
-    content: list[dict]
-    stop_reason: str
-    model: str
-    usage: Usage = field(default_factory=Usage)
-
-    @property
-    def text(self) -> str:
-        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
-
-    @property
-    def tool_uses(self) -> list[dict]:
-        return [b for b in self.content if b.get("type") == "tool_use"]
-
-
-def price_for(model: str) -> tuple[Decimal, Decimal]:
-    for prefix in sorted(PRICES, key=len, reverse=True):
-        if model.startswith(prefix):
-            inp, out = PRICES[prefix]
-            return Decimal(inp), Decimal(out)
-    return Decimal(3), Decimal(15)  # unknown ids are priced as Sonnet, the default family
-
-
-def cost_of(model: str, usage: Usage) -> Decimal:
-    inp, out = price_for(model)
-    million = Decimal(1_000_000)
-    total = (
-        usage.input_tokens * inp
-        + usage.output_tokens * out
-        + usage.cache_creation_tokens * inp * Decimal("1.25")
-        + usage.cache_read_tokens * inp * Decimal("0.1")
-    ) / million
-    return total.quantize(Decimal("0.000001"))
-
-
-class AnthropicModel:
+class AnthropicProvider:
     offline = False
 
     def __init__(self, client: anthropic.Anthropic):
@@ -169,7 +103,12 @@ _client_lock = threading.Lock()
 _clients: dict[tuple, anthropic.Anthropic] = {}
 
 
-def _anthropic_client() -> anthropic.Anthropic:
+def _anthropic() -> Provider:
+    if not settings.ANTHROPIC_API_KEY:
+        raise ModelError(
+            "ANTHROPIC_API_KEY is not set, and Claude models need it: set it, or give the "
+            f"agent the model {OFFLINE_MODEL!r} to run offline"
+        )
     key = (
         settings.ANTHROPIC_API_KEY,
         settings.ANTHROPIC_BASE_URL,
@@ -181,13 +120,30 @@ def _anthropic_client() -> anthropic.Anthropic:
             _clients[key] = anthropic.Anthropic(
                 api_key=api_key, base_url=base_url, max_retries=retries, timeout=120
             )
-        return _clients[key]
+        return AnthropicProvider(_clients[key])
 
 
-def get_model():
-    """Claude when an API key is configured, the offline model otherwise."""
-    if settings.ANTHROPIC_API_KEY:
-        return AnthropicModel(_anthropic_client())
-    from teams.offline_model import OfflineModel
+# Model id prefix -> the provider's factory; the longest matching prefix wins.
+PROVIDERS: dict[str, Callable[[], Provider]] = {
+    OFFLINE_MODEL: OfflineProvider,
+    "claude-": _anthropic,
+}
 
-    return OfflineModel()
+
+def provider_for(model: str) -> Provider:
+    """The provider serving this model id; ModelError when none can."""
+    for prefix in sorted(PROVIDERS, key=len, reverse=True):
+        if model == prefix or (prefix.endswith("-") and model.startswith(prefix)):
+            return PROVIDERS[prefix]()
+    raise ModelError(
+        f"No provider serves the model {model!r}: use a claude-… id or {OFFLINE_MODEL!r}"
+    )
+
+
+def model_problem(model: str) -> str:
+    """Why calls to this model id would fail now, or "" when they can be made."""
+    try:
+        provider_for(model)
+    except ModelError as exc:
+        return exc.message
+    return ""

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from django.db.models import Q
 
 from teams.models import Agent, Anchor, Message, Team
+from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
+from tools.questions import PeerAnswerQuestion, PeerForwardQuestion
 
 ROLE_PROMPTS = {
     "coach": (
@@ -31,43 +33,45 @@ NORMS = "\n".join(
         "- Be concise: a few sentences, no preamble, no restating what others said.",
         "- Silence means approval. Address others by @name when you need their response.",
         "- If you have nothing new to contribute (you agree with what's been said and have "
-        "no concerns, questions, or additions), use the pass_turn tool instead of restating "
-        "agreement. Only pass when you genuinely have nothing to add; do not pass if you "
-        "have any reservations.",
+        f"no concerns, questions, or additions), use the {PassTurn.name} tool instead of "
+        "restating agreement. Only pass when you genuinely have nothing to add; do not pass "
+        "if you have any reservations.",
     ]
 )
 
 ASK_PM_LINE = (
-    "If the team is stuck on a question that requires PM authority, use the ask_pm tool "
-    "to pause and request input."
+    f"If the team is stuck on a question that requires PM authority, use the {AskPm.name} "
+    "tool to pause and request input."
 )
+DONE = SignalPhaseComplete.name
 
 COACH_FACILITATION = {
     "refinement": (
         "Phase: refinement. Help the team agree on what the goal means: scope, users, "
-        "constraints and what is out of scope. When requirements are clear, call "
-        "signal_phase_complete with a summary."
+        f"constraints and what is out of scope. When requirements are clear, call {DONE} "
+        "with a summary."
     ),
     "planning": (
         "Phase: planning. Help the team break the work into tasks with owners and an "
-        "order. When the plan is agreed, call signal_phase_complete with a summary."
+        f"order. When the plan is agreed, call {DONE} with a summary."
     ),
     "pre-code-review": (
         "Phase: pre-code-review. Have the team review the plan and interfaces before "
-        "code is written. When concerns are resolved, call signal_phase_complete."
+        f"code is written. When concerns are resolved, call {DONE}."
     ),
     "implementation": (
         "Phase: implementation. Keep the coder unblocked and the others reviewing "
-        "small steps. When the work is done, call signal_phase_complete."
+        f"small steps. When the work is done, call {DONE}."
     ),
     "code-review": (
         "Phase: code-review. Have the team review the result against the goal. When "
-        "the review is complete, call signal_phase_complete with the outcome."
+        f"the review is complete, call {DONE} with the outcome."
     ),
 }
 GENERIC_FACILITATION = (
     "Phase: {phase}. Guide the team through this phase; when its work is done, call "
-    "signal_phase_complete with a summary."
+    + DONE
+    + " with a summary."
 )
 CONVERSATION_KINDS = [Message.Kind.CHAT, Message.Kind.PM, Message.Kind.SYSTEM]
 
@@ -112,7 +116,7 @@ def history_messages(
         Message.objects.filter(phase_conversation | summaries | inbox)
         .exclude(kind=Message.Kind.PASS_NOTE)
         .exclude(keeper_entries__keeper__agent=agent)
-        .select_related("author")
+        .select_related("author", "query")
         .order_by("id")
     )
     if until_id is not None:
@@ -132,16 +136,25 @@ def mention_note(agent: Agent, history: list[Message]) -> str:
     )
 
 
+def reply_hint(query_message: Message) -> str:
+    """How to reply to a query in the inbox (seed 000's words)."""
+    key = query_message.query.key if query_message.query_id else "?"
+    return (
+        f'You can respond using {PeerAnswerQuestion.name} with query_id "{key}", or '
+        f"forward the question ({PeerForwardQuestion.name}) to another agent if someone "
+        "else is better suited to answer."
+    )
+
+
 def render(message: Message, agent: Agent) -> tuple[str, str]:
     """(role, text) of one history entry as this agent sees it."""
     if message.author_id == agent.id and message.recipient_id is None:
         return "assistant", message.content
     if message.recipient_id == agent.id and message.kind == Message.Kind.PEER:
         return "user", f"[Peer message from {message.speaker}]: {message.content}"
-    if message.recipient_id == agent.id and message.kind in (
-        Message.Kind.QUERY,
-        Message.Kind.ANSWER,
-    ):
+    if message.recipient_id == agent.id and message.kind == Message.Kind.QUERY:
+        return "user", f"{message.content}\n\n{reply_hint(message)}"
+    if message.recipient_id == agent.id and message.kind == Message.Kind.ANSWER:
         return "user", message.content
     return "user", f"[{message.speaker}]: {message.content}"
 

@@ -1,0 +1,249 @@
+"""The agent loop: one Turn, claimed by one worker, run to its end.
+
+Call the model, run the tool calls, feed the results back, repeat until the model
+ends its turn, a tool's result ends it (a TurnEnd value: pass, ask the PM, phase
+complete) or the step limit is hit. Every model response and every tool result is
+a TurnStep written as it happens, the tool's TurnEnd with it, so a turn picked up
+again after a crash replays its steps instead of repeating model or tool calls."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.db import transaction
+
+from teams import events, keepers, turns
+from teams.engine import prompts
+from teams.engine.providers import provider_for
+from teams.errors import ModelError
+from teams.models import Agent, Team, Turn, TurnStep
+from teams.usage import turn_add_usage
+from tools import registry
+from tools.base import ToolContext, ToolResult, TurnEnd
+from tools.context import recall_hint
+
+log = logging.getLogger("loom.loop")
+
+MAX_STEPS = 8  # model calls per turn
+DELTA_FLUSH_CHARS = 80
+DELTA_FLUSH_SECONDS = 0.1
+
+
+def run_turn(turn_id: int, worker: str) -> Turn | None:
+    """Claim and run a turn; None when another worker has it."""
+    turn = turns.turn_claim(turn_id, worker)
+    if turn is None:
+        return None
+    try:
+        execute(turn, worker)
+    except Exception as exc:  # a bug: record it on the turn, keep the worker alive
+        log.exception("Turn %s crashed", turn.id)
+        turns.turn_fail(
+            turn=turn, worker=worker, error=f"Internal error: {type(exc).__name__}: {exc}"
+        )
+    turn.refresh_from_db()
+    return turn
+
+
+class _TextRelay:
+    """Batches streamed text into few live events."""
+
+    def __init__(self, turn: Turn):
+        self.turn, self.buffer, self.last = turn, "", time.monotonic()
+
+    def __call__(self, text: str) -> None:
+        self.buffer += text
+        if (
+            len(self.buffer) >= DELTA_FLUSH_CHARS
+            or time.monotonic() - self.last > DELTA_FLUSH_SECONDS
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buffer:
+            events.publish(
+                events.TextDelta(
+                    turn_id=self.turn.id, agent=self.turn.agent.name, text=self.buffer
+                ),
+                team_id=self.turn.team_id,
+            )
+        self.buffer, self.last = "", time.monotonic()
+
+
+def tool_context(
+    *, team: Team, agent: Agent, turn: Turn | None = None, messages=None
+) -> ToolContext:
+    """The context a tool call runs with; one-off model questions are asked with the
+    agent's model and their usage counted on the turn."""
+    model = turn.model if turn is not None and turn.model else agent.effective_model
+
+    def ask_model(system: str, prompt: str, max_tokens: int) -> str:
+        reply = provider_for(model).respond(
+            model=model,
+            system=[{"type": "text", "text": system}],
+            messages=[{"role": "user", "content": prompt}],
+            tools=[],
+            max_tokens=max_tokens,
+        )
+        if turn is not None:
+            turn_add_usage(turn=turn, model=reply.model, usage=reply.usage)
+        return reply.text
+
+    return ToolContext(
+        team=team, agent=agent, turn=turn, messages=list(messages or []), ask_model=ask_model
+    )
+
+
+def _replayed(step: TurnStep) -> ToolResult:
+    block = step.content[0]
+    end = TurnEnd(Turn.Outcome(step.ends_turn), step.end_reason) if step.ends_turn else None
+    return ToolResult(block.get("content", ""), bool(block.get("is_error")), end)
+
+
+def execute(turn: Turn, worker: str) -> None:
+    team, agent = turn.team, turn.agent
+    prompt = prompts.build(agent, team, until_id=turn.snapshot_message_id, phase=turn.phase)
+    if turn.attempts == 1:
+        prompt = _offload_when_over_budget(turn, prompt)
+    tools = registry.toolset(agent, team)
+    definitions = registry.definitions(tools)
+    if definitions:
+        definitions[-1] = {**definitions[-1], "cache_control": {"type": "ephemeral"}}
+    ctx = tool_context(team=team, agent=agent, turn=turn, messages=prompt.snapshot)
+    messages = list(prompt.messages)
+
+    # Replay what an earlier attempt already did.
+    steps = list(turn.steps.order_by("index")) if turn.attempts > 1 else []
+    last_model: list[dict] | None = None
+    replies: list[list[dict]] = []  # every model response's content, in order
+    results: dict[str, ToolResult] = {}  # by tool_use id, for the last model response
+    model_calls = 0
+    for step in steps:
+        if step.kind == TurnStep.Kind.MODEL:
+            if results:
+                messages.append({"role": "user", "content": _blocks(last_model, results)})
+            messages.append({"role": "assistant", "content": step.content})
+            last_model, results, model_calls = step.content, {}, model_calls + 1
+            replies.append(step.content)
+        else:
+            results[step.content[0]["tool_use_id"]] = _replayed(step)
+    next_index = len(steps)
+    relay = _TextRelay(turn)
+    ended: TurnEnd | None = None
+
+    while True:
+        if last_model is not None:
+            uses = [b for b in last_model if b.get("type") == "tool_use"]
+            if not uses:
+                break
+            for use in uses:
+                if use["id"] in results:
+                    continue
+                result = registry.execute(use["name"], use.get("input") or {}, ctx, tools)
+                _record_tool_step(turn, next_index, use, result)
+                next_index += 1
+                results[use["id"]] = result
+            messages.append({"role": "user", "content": _blocks(last_model, results)})
+            # The first call whose result ends the turn decides how it ends.
+            ended = next(
+                (results[u["id"]].ends_turn for u in uses if results[u["id"]].ends_turn), None
+            )
+            results = {}
+            if ended is not None or model_calls >= MAX_STEPS:
+                break
+        try:
+            reply = provider_for(turn.model or agent.effective_model).respond(
+                model=turn.model or agent.effective_model,
+                system=prompt.system,
+                messages=messages,
+                tools=definitions,
+                on_text=relay,
+            )
+        except ModelError as exc:
+            relay.flush()
+            turns.turn_fail(turn=turn, worker=worker, error=exc.message)
+            return
+        relay.flush()
+        with transaction.atomic():
+            TurnStep.objects.create(
+                turn=turn,
+                index=next_index,
+                kind=TurnStep.Kind.MODEL,
+                content=reply.content,
+                **reply.usage.as_fields(),
+            )
+            turn_add_usage(turn=turn, model=reply.model, usage=reply.usage, renew_lease=turns.LEASE)
+        next_index += 1
+        model_calls += 1
+        messages.append({"role": "assistant", "content": reply.content})
+        last_model = reply.content
+        replies.append(reply.content)
+
+    text = "\n\n".join(
+        b["text"].strip()
+        for content in replies
+        for b in content
+        if b.get("type") == "text" and b.get("text", "").strip()
+    )
+    turns.turn_finish(
+        turn=turn,
+        worker=worker,
+        text=text,
+        ended_by=ended.outcome if ended else "",
+        reason=ended.reason if ended else "",
+    )
+
+
+def _block(use_id: str, result: ToolResult) -> dict:
+    block = {"type": "tool_result", "tool_use_id": use_id, "content": result.text}
+    if result.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _blocks(model_content: list[dict], results: dict[str, ToolResult]) -> list[dict]:
+    """The tool results of one model response, in the order of its calls."""
+    uses = [b["id"] for b in model_content if b.get("type") == "tool_use"]
+    return [_block(use_id, results[use_id]) for use_id in uses if use_id in results]
+
+
+def _record_tool_step(turn: Turn, index: int, use: dict, result: ToolResult) -> None:
+    TurnStep.objects.create(
+        turn=turn,
+        index=index,
+        kind=TurnStep.Kind.TOOL,
+        tool_name=use["name"],
+        content=[_block(use["id"], result)],
+        ends_turn=result.ends_turn.outcome if result.ends_turn else "",
+        end_reason=result.ends_turn.reason if result.ends_turn else "",
+    )
+
+
+def estimate_tokens(prompt: prompts.Prompt) -> int:
+    """About four characters a token: close enough to decide when to offload."""
+    chars = sum(len(b["text"]) for b in prompt.system)
+    chars += sum(len(m["content"]) for m in prompt.messages if isinstance(m["content"], str))
+    return chars // 4
+
+
+def _offload_when_over_budget(turn: Turn, prompt: prompts.Prompt) -> prompts.Prompt:
+    """Before the first model call, keep the context under the agent's budget."""
+    agent, team = turn.agent, turn.team
+    for _ in range(keepers.AUTO_OFFLOAD_ROUNDS):
+        if not keepers.over_budget(agent, estimate_tokens(prompt)):
+            break
+        result = keepers.offload_for_budget(turn=turn, messages=prompt.snapshot, note=_offload_note)
+        if result is None:
+            break
+        log.info("Turn %s: offloaded %s messages of %s", turn.id, result.count, agent.name)
+        prompt = prompts.build(agent, team, until_id=turn.snapshot_message_id, phase=turn.phase)
+    return prompt
+
+
+def _offload_note(result: keepers.Offload) -> str:
+    return (
+        f"(Context note) {result.count} older messages were offloaded to keeper "
+        f"{result.keeper.id} ('{result.keeper.topic}') to stay within your context budget. "
+        + recall_hint(result)
+    )

@@ -1,0 +1,72 @@
+"""PM requests: the coach's ask_pm waits for the human, whose answer resumes the team."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from teams import events, services, turns
+from teams.errors import Conflict, InvalidInput, NotFound, integrity_as
+from teams.lifecycle import TeamAction
+from teams.models import Agent, Message, PMRequest, Team, Turn
+from teams.schemas import PMRequestOut
+
+
+@transaction.atomic
+def pm_request_open(
+    *, team: Team, question: str, agent: Agent | None = None, turn: Turn | None = None
+) -> PMRequest:
+    """Record the question; the team waits for the PM if it was running."""
+    if not question or not question.strip():
+        raise InvalidInput("A PM request needs a question.", field="question")
+    services.text_check(question, field="question")
+    team = services.team_lock(team)
+    already = Conflict(f"Team {team.slug!r} already has an open PM request.")
+    if PMRequest.objects.filter(team=team, status=PMRequest.Status.OPEN).exists():
+        raise already
+    with integrity_as(already):
+        request = PMRequest.objects.create(team=team, question=question, agent=agent, turn=turn)
+    services.team_transition(team=team, action=TeamAction.AWAIT_PM)
+    events.publish(events.PMRequestOpened(request=PMRequestOut.of(request)), team_id=team.id)
+    return request
+
+
+@transaction.atomic
+def pm_message_post(*, team: Team, content: str, user=None) -> Message:
+    """The PM speaks in the team conversation; the next speaker sees it."""
+    if not content or not content.strip():
+        raise InvalidInput("The message is empty.", field="content")
+    label = "pm" if user is None else f"pm ({user.get_username()})"
+    return services.message_add(
+        team=team, content=content.strip(), kind=Message.Kind.PM, author_label=label
+    )
+
+
+@transaction.atomic
+def pm_request_answer(*, request_id: int, answer: str, user=None) -> PMRequest:
+    """Answer an open request: the answer joins the conversation and the team resumes.
+
+    The conditional update makes a second answer (another tab, another PM) fail
+    cleanly instead of posting twice."""
+    if not answer or not answer.strip():
+        raise InvalidInput("The answer is empty.", field="answer")
+    services.text_check(answer, field="answer")
+    request = PMRequest.objects.select_related("team").filter(pk=request_id).first()
+    if request is None:
+        raise NotFound(f"No PM request {request_id}.")
+    claimed = PMRequest.objects.filter(pk=request_id, status=PMRequest.Status.OPEN).update(
+        status=PMRequest.Status.ANSWERED,
+        answer=answer.strip(),
+        answered_by=user if user is not None and user.is_authenticated else None,
+        answered_at=timezone.now(),
+    )
+    if not claimed:
+        request.refresh_from_db()
+        raise Conflict(f"This PM request was already {request.status}.")
+    request.refresh_from_db()
+    team = services.team_lock(request.team)
+    pm_message_post(team=team, content=answer, user=user)
+    events.publish(events.PMRequestAnswered(request=PMRequestOut.of(request)), team_id=team.id)
+    if services.team_transition(team=team, action=TeamAction.PM_ANSWERED):
+        turns.enqueue_next(team)
+    return request

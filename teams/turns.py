@@ -1,0 +1,287 @@
+"""Turns: the durable unit of work. Queueing (the round-robin rotation, budgets,
+inbox wake-ups), claiming, finishing and failing, and the repairs the sweeper makes.
+
+A turn is claimed with a conditional update, so any number of racing workers run it
+once; its finish is one transaction that logs the outcome and hands the floor on."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from teams import drift, events, services
+from teams.lifecycle import TeamAction
+from teams.models import ACTIVE_TURN_STATUSES, Agent, Message, Team, Turn
+from teams.schemas import TeamStatusOut, TurnOut
+
+log = logging.getLogger("loom.turns")
+
+LEASE = timedelta(minutes=5)
+MAX_ATTEMPTS = 3
+STALE_QUEUED = timedelta(seconds=10)
+
+
+# --- queueing ------------------------------------------------------------------
+
+
+def rotation(team: Team) -> list[Agent]:
+    """Speakers in order: every agent but the external ones, coach included."""
+    return list(team.agents.exclude(role=Agent.Role.EXTERNAL).order_by("position", "id"))
+
+
+def next_speaker(team: Team, after: Agent | None = None) -> Agent | None:
+    """The agent after `after` (default: the last conversation speaker) in the rotation."""
+    speakers = rotation(team)
+    if not speakers:
+        return None
+    if after is not None:
+        last = after.id
+    else:
+        last = (
+            Turn.objects.filter(team=team, purpose=Turn.Purpose.CONVERSATION)
+            .exclude(status=Turn.Status.CANCELLED)
+            .order_by("-id")
+            .values_list("agent_id", flat=True)
+            .first()
+        )
+    ids = [a.id for a in speakers]
+    if last not in ids:
+        return speakers[0]
+    return speakers[(ids.index(last) + 1) % len(speakers)]
+
+
+def budget_exhausted(team: Team) -> str:
+    """Why the team may not take another turn, or "" when it may."""
+    if team.turn_count >= team.max_turns:
+        return f"Turn budget reached ({team.turn_count} of {team.max_turns} turns)."
+    if team.spent_usd >= team.max_cost_usd:
+        return f"Cost budget reached (${team.spent_usd:.4f} of ${team.max_cost_usd:.4f})."
+    return ""
+
+
+def turn_enqueue(*, team: Team, agent: Agent, number: int, purpose=Turn.Purpose.CONVERSATION):
+    """Queue a turn and wake a worker for it once the transaction commits."""
+    turn = Turn.objects.create(
+        team=team,
+        agent=agent,
+        purpose=purpose,
+        phase=team.phase,
+        number=number,
+        model=agent.effective_model,
+    )
+    events.wake_worker(turn.id)
+    return turn
+
+
+def enqueue_next(team: Team, after: Agent | None = None) -> Turn | None:
+    """Queue the next speaker's turn if the (locked) team is running and has budget."""
+    if team.status != Team.Status.RUNNING:
+        return None
+    reason = budget_exhausted(team)
+    if reason:
+        services.system_note(team, f"{reason} The team is paused; raise the budget and resume.")
+        services.team_transition(team=team, action=TeamAction.HALT)
+        return None
+    agent = next_speaker(team, after)
+    if agent is None:
+        services.system_note(team, "The team has no agents to speak; add some and resume.")
+        services.team_transition(team=team, action=TeamAction.HALT)
+        return None
+    # One conversation turn at a time, and the speaker may be busy with an inbox
+    # turn (whose finish hands the floor on again).
+    busy = Q(team=team, purpose=Turn.Purpose.CONVERSATION) | Q(agent=agent)
+    if Turn.objects.filter(busy, status__in=ACTIVE_TURN_STATUSES).exists():
+        return None
+    return turn_enqueue(team=team, agent=agent, number=team.turn_count + 1)
+
+
+def inbox_wake(agent: Agent) -> Turn | None:
+    """Give an agent a turn of its own for its inbox when its team is not talking.
+
+    A team in a conversation (running, waiting for the PM) or paused by the PM
+    reads inboxes in the rotation; external agents are driven by their program."""
+    team = Team.objects.get(pk=agent.team_id)
+    if team.status not in (Team.Status.IDLE, Team.Status.DONE):
+        return None
+    if agent.role == Agent.Role.EXTERNAL:
+        return None
+    if Turn.objects.filter(agent=agent, status__in=ACTIVE_TURN_STATUSES).exists():
+        return None  # the running turn's finish looks at the inbox again
+    if Turn.objects.filter(team=team).count() >= team.max_turns * 2:
+        return None  # a safety net against agents pinging each other forever
+    return turn_enqueue(team=team, agent=agent, number=team.turn_count, purpose=Turn.Purpose.INBOX)
+
+
+def inbox_pending(agent: Agent, after_id: int) -> bool:
+    """Has the agent been sent queries it has not had a turn to see yet?"""
+    return Message.objects.filter(
+        kind=Message.Kind.QUERY, recipient=agent, id__gt=after_id
+    ).exists()
+
+
+# --- running -------------------------------------------------------------------
+
+
+def turn_claim(turn_id: int, worker: str) -> Turn | None:
+    """Take a queued turn. Exactly one of any number of racing workers gets it."""
+    now = timezone.now()
+    # The context snapshot is fixed at the first claim: a resumed turn sees what
+    # the first attempt saw.
+    newest = Message.objects.filter(team_id=OuterRef("team_id")).order_by("-id").values("id")[:1]
+    claimed = Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED).update(
+        status=Turn.Status.RUNNING,
+        claimed_by=worker,
+        lease_expires_at=now + LEASE,
+        attempts=F("attempts") + 1,
+        started_at=now,
+        snapshot_message_id=Coalesce(F("snapshot_message_id"), Subquery(newest), Value(0)),
+    )
+    if not claimed:
+        return None
+    turn = Turn.objects.select_related("team", "agent").get(pk=turn_id)
+    if turn.attempts == 1:
+        events.publish(
+            events.TurnStarted(turn_id=turn.id, agent=turn.agent.name, number=turn.number),
+            team_id=turn.team_id,
+        )
+    return turn
+
+
+def _still_mine(turn: Turn, worker: str):
+    return Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING, claimed_by=worker)
+
+
+def _turn_finished_event(turn: Turn, team: Team) -> events.TurnFinished:
+    return events.TurnFinished(turn=TurnOut.of(turn), team=TeamStatusOut.of(team))
+
+
+@transaction.atomic
+def turn_finish(
+    *, turn: Turn, worker: str, text: str, ended_by: str = "", reason: str = ""
+) -> bool:
+    """Log the turn's outcome in the conversation and hand over the floor, at once.
+
+    `ended_by` is the Turn.Outcome a tool ended the turn with (pass, PM request,
+    phase complete), or "" when the model simply stopped. False when the lease was
+    lost to another worker, which then logs the turn itself."""
+    agent, team = turn.agent, turn.team
+    if ended_by == Turn.Outcome.PASS or (not text and not ended_by):
+        outcome = Turn.Outcome.PASS
+        services.message_add(
+            team=team,
+            content=f"({agent.name} passes: {reason if ended_by else 'no response'})",
+            kind=Message.Kind.PASS_NOTE,
+            author=agent,
+            turn=turn,
+            phase=turn.phase,
+        )
+    else:
+        outcome = Turn.Outcome(ended_by or Turn.Outcome.MESSAGE)
+        if outcome == Turn.Outcome.PM_REQUEST and not text:
+            text = f"(Requesting PM input: {reason})"
+        if text:
+            services.message_add(team=team, content=text, author=agent, turn=turn, phase=turn.phase)
+    finished_at = timezone.now()
+    agent.turns += 1  # as counted below, so the score includes this turn
+    turn.drift_score = drift.score(agent)
+    owned = _still_mine(turn, worker).update(
+        status=Turn.Status.DONE,
+        outcome=outcome,
+        finished_at=finished_at,
+        lease_expires_at=None,
+        drift_score=turn.drift_score,
+    )
+    if not owned:
+        transaction.set_rollback(True)
+        log.warning("Turn %s was taken over by another worker; dropping this result", turn.id)
+        return False
+    turn.status, turn.outcome, turn.finished_at = Turn.Status.DONE, outcome, finished_at
+    Agent.objects.filter(pk=agent.pk).update(turns=F("turns") + 1, drift_score=turn.drift_score)
+    if turn.purpose == Turn.Purpose.CONVERSATION:
+        Team.objects.filter(pk=team.pk).update(turn_count=F("turn_count") + 1)
+    team = services.team_lock(team)
+    events.publish(_turn_finished_event(turn, team), team_id=team.id)
+    # After an inbox turn the conversation may have been waiting for this agent.
+    enqueue_next(team, after=agent if turn.purpose == Turn.Purpose.CONVERSATION else None)
+    if turn.purpose == Turn.Purpose.INBOX and inbox_pending(agent, turn.snapshot_message_id or 0):
+        inbox_wake(agent)  # queries that arrived during this turn
+    return True
+
+
+@transaction.atomic
+def turn_fail(*, turn: Turn, worker: str, error: str) -> None:
+    """Record the error, tell the team, and pause it so the PM can look before retrying."""
+    owned = _still_mine(turn, worker).update(
+        status=Turn.Status.FAILED,
+        outcome=Turn.Outcome.ERROR,
+        error=error,
+        finished_at=timezone.now(),
+        lease_expires_at=None,
+    )
+    if not owned:
+        return
+    team = services.team_lock(turn.team)
+    services.system_note(
+        team,
+        f"The turn of {turn.agent.name} failed: {error}. The team is paused; resume to retry.",
+        turn=turn,
+    )
+    services.team_transition(team=team, action=TeamAction.HALT)
+    turn.refresh_from_db()
+    events.publish(_turn_finished_event(turn, team), team_id=team.id)
+
+
+# --- repairs (the sweeper) -----------------------------------------------------
+
+
+def turns_requeue_abandoned(now=None) -> tuple[int, int]:
+    """Turns whose worker died (lease expired) go back to the queue, or fail after
+    MAX_ATTEMPTS; (re-queued, failed)."""
+    now = now or timezone.now()
+    requeued = failed = 0
+    for turn in Turn.objects.filter(status=Turn.Status.RUNNING, lease_expires_at__lt=now):
+        if turn.attempts >= MAX_ATTEMPTS:
+            turn_fail(
+                turn=turn, worker=turn.claimed_by, error=f"Gave up after {turn.attempts} attempts."
+            )
+            failed += 1
+            continue
+        taken = _still_mine(turn, turn.claimed_by).update(
+            status=Turn.Status.QUEUED, claimed_by="", lease_expires_at=None
+        )
+        if taken:
+            log.warning("Turn %s lost its worker %s; re-queued", turn.pk, turn.claimed_by)
+            events.wake_worker(turn.pk)
+            requeued += 1
+    return requeued, failed
+
+
+def turns_rewake_stale(now=None) -> int:
+    """Queued turns whose wake-up was lost get another."""
+    now = now or timezone.now()
+    stale = Turn.objects.filter(status=Turn.Status.QUEUED, queued_at__lt=now - STALE_QUEUED)
+    ids = list(stale.values_list("pk", flat=True))
+    for turn_id in ids:
+        events.wake_worker(turn_id)
+    return len(ids)
+
+
+def teams_restart_stalled() -> int:
+    """Running teams with no conversation turn queued or running get their next one.
+
+    Nothing should leave a team so, but the sweeper checks: a team must never wait
+    for a turn nobody will run."""
+    active = Turn.objects.filter(
+        team=OuterRef("pk"), purpose=Turn.Purpose.CONVERSATION, status__in=ACTIVE_TURN_STATUSES
+    )
+    restarted = 0
+    for team in Team.objects.filter(status=Team.Status.RUNNING).exclude(Exists(active)):
+        with transaction.atomic():
+            if enqueue_next(services.team_lock(team)) is not None:
+                restarted += 1
+    return restarted
