@@ -1,6 +1,7 @@
 import pytest
 
 from teams import services
+from tests.helpers import make_user
 
 
 @pytest.fixture(autouse=True)
@@ -21,6 +22,40 @@ def team(db):
             {"name": "reviewer", "role": "reviewer"},
         ],
     )
+
+
+@pytest.fixture
+def other_team(db):
+    return services.team_create(
+        slug="beta", name="Beta", agents=[{"name": "coach", "role": "coach"}]
+    )
+
+
+# --- personas: who uses Loom ---------------------------------------------------
+
+
+@pytest.fixture
+def superuser(db):
+    """Sees and may do everything."""
+    return make_user("root", superuser=True)
+
+
+@pytest.fixture
+def pm(team):
+    """A staff PM who manages the `team` (alpha) only."""
+    return make_user("alice", manages=[team])
+
+
+@pytest.fixture
+def other_pm(other_team):
+    """A staff PM of another team (beta): alpha must stay invisible to them."""
+    return make_user("bob", manages=[other_team])
+
+
+@pytest.fixture
+def outsider(team):
+    """Logged in, listed as alpha's manager, but not staff: no PM pages for them."""
+    return make_user("eve", staff=False, manages=[team])
 
 
 @pytest.fixture
@@ -46,31 +81,6 @@ def messages_api(settings):
     yield start
     for api in servers:
         api.__exit__(None, None, None)
-
-
-def drain(team, worker="test-worker", limit=50):
-    """Run queued turns of the team one by one, as a worker would, until none is left."""
-    from teams.engine import loop
-    from teams.models import Turn
-
-    ran = []
-    for _ in range(limit):
-        turn = Turn.objects.filter(team=team, status=Turn.Status.QUEUED).order_by("id").first()
-        if turn is None:
-            break
-        ran.append(loop.run_turn(turn.id, worker))
-    return ran
-
-
-def per_agent(scripts):
-    """A fake-API script serving each agent its own replies in order, picked by the
-    name in the system prompt. An item may be a callable taking the request."""
-
-    def reply(request):
-        item = scripts[request.agent].pop(0)
-        return item(request) if callable(item) else item
-
-    return reply
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection, connections
+
+from tests.helpers import PASSWORD, make_user
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "test-output"
@@ -29,7 +30,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-PASSWORD = "pm-password-1"
 
 try:
     from playwright.sync_api import sync_playwright
@@ -134,7 +134,7 @@ def browser(monkeypatch):
 
 @pytest.fixture
 def pm_user(transactional_db):
-    return get_user_model().objects.create_superuser("pm", "pm@example.test", PASSWORD)
+    return make_user("pm", superuser=True)
 
 
 def log_in(page, site, username="pm", password=PASSWORD, next_url="/"):

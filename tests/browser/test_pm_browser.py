@@ -8,8 +8,8 @@ from playwright.sync_api import expect
 from teams import pm_requests, services
 from teams.models import Message, PMRequest, Team, Turn
 from tests.browser.conftest import SCREENSHOTS, log_in
-from tests.conftest import per_agent
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool
+from tests.helpers import per_agent
 
 XSS_SCRIPT = '<script>alert("xss-script")</script>'
 XSS_IMG = "<img src=x onerror=\"alert('xss-img')\">"

@@ -214,3 +214,59 @@ def test_admin_team_form_rejects_a_zero_turn_budget(admin_client, team):
     from teams.models import Team
 
     assert not Team.objects.filter(slug="zero").exists()
+
+
+def form_data(response) -> dict:
+    """What the browser would post back: the change form as it was rendered, inlines
+    included."""
+    data = {}
+    forms = [response.context["adminform"].form]
+    for inline in response.context["inline_admin_formsets"]:
+        formset = inline.formset
+        forms += list(formset.forms)
+        forms.append(formset.management_form)
+    for form in forms:
+        for name, field in form.fields.items():
+            value = form[name].value()
+            if value is None or value is False:
+                continue
+            if isinstance(value, list | tuple) and name != "phases":
+                data[form.add_prefix(name)] = [str(v) for v in value]
+            else:
+                data[form.add_prefix(name)] = (
+                    field.widget.format_value(value) if name == "phases" else value
+                )
+    return data
+
+
+def test_stale_team_form_never_writes_back_live_state(admin_client, team, agents):
+    """Bug: saving a team form opened before a pause (elsewhere) put the team back to
+    running, a phase back, and the counters back."""
+    from teams import conversation
+    from teams.models import Team
+
+    conversation.team_start(team=team)
+    conversation.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
+    url = reverse("admin:teams_team_change", args=[team.pk])
+    stale = form_data(admin_client.get(url))  # the PM opens the page: running, planning
+
+    conversation.team_pause(team=team)  # ...someone pauses the team elsewhere
+    Team.objects.filter(pk=team.pk).update(turn_count=7, spent_usd="0.1234")
+    conversation.phase_complete(team=team, agent=agents["coach"], summary="Plan agreed.")
+
+    stale["max_turns"] = "300"  # the PM changed only the turn budget
+    response = admin_client.post(url, stale)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    team.refresh_from_db()
+    assert team.max_turns == 300
+    assert team.status == "paused"
+    assert team.phase == "pre-code-review"
+    assert (team.turn_count, str(team.spent_usd)) == (7, "0.123400")
+    assert team.messages.filter(content__startswith="[Phase planning complete]").count() == 1
+
+
+def test_team_live_state_is_read_only_in_the_admin(admin_client, team):
+    page = admin_client.get(reverse("admin:teams_team_change", args=[team.pk])).content.decode()
+    for field in ("status", "phase_index", "turn_count", "spent_usd"):
+        assert f'name="{field}"' not in page, field
+    assert "Idle" in page  # shown, not editable

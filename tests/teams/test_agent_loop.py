@@ -5,8 +5,8 @@ import pytest
 from teams import conversation, pm_requests, services, turns
 from teams.engine import loop, worker
 from teams.models import Message, PMRequest, Team, Turn, TurnStep
-from tests.conftest import drain, per_agent
 from tests.fakes.messages_api import bad_request, overloaded, rate_limited, text, tool
+from tests.helpers import drain, per_agent
 
 ALL = {"pass_turn", "peer_message", "peer_discovery"}
 COACH_ONLY = {"ask_pm", "signal_phase_complete"}

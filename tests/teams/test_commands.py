@@ -3,7 +3,7 @@ from django.core.management import CommandError, call_command
 
 from teams import pm_requests
 from teams.models import Message, Team, Turn
-from tests.conftest import drain
+from tests.helpers import drain
 
 
 def run(*args, capsys):

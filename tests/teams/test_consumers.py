@@ -4,17 +4,14 @@ import asyncio
 
 import pytest
 from channels.db import database_sync_to_async
-from channels.routing import URLRouter
 from channels.testing import ApplicationCommunicator, WebsocketCommunicator
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 
 from teams import conversation, pm_requests, services
 from teams.consumers import TurnWorkerConsumer
 from teams.models import Message, Team, Turn
-from teams.routing import websocket_urlpatterns
-from tests.conftest import drain
 from tests.fakes.messages_api import text, tool
+from tests.helpers import drain, make_user, receive_until, socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,32 +24,8 @@ def make_team():
     )
 
 
-def make_user(name, superuser=False):
-    User = get_user_model()
-    if superuser:
-        return User.objects.create_superuser(name, f"{name}@x.test", "pw")
-    return User.objects.create_user(name, f"{name}@x.test", "pw", is_staff=True)
-
-
-def socket(user, path):
-    """A client of our WebSocket routes, as `user` (the auth middleware's job)."""
-    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
-    communicator.scope["user"] = user
-    return communicator
-
-
 def connect(user, slug="alpha"):
     return socket(user, f"/ws/teams/{slug}/")
-
-
-async def receive_until(communicator, predicate, limit=30):
-    seen = []
-    for _ in range(limit):
-        event = await communicator.receive_json_from(timeout=5)
-        seen.append(event)
-        if predicate(event):
-            return seen
-    raise AssertionError(f"not seen in {seen}")
 
 
 async def test_client_sees_messages_and_passes_of_a_running_team(messages_api):
@@ -198,7 +171,10 @@ async def test_reconnecting_page_gets_what_it_missed_and_the_open_request():
         first = services.message_add(team=team, content="Seen at render.", author=coach)
         services.message_add(team=team, content="Missed one.", author=coach)
         services.message_add(
-            team=team, content="Private.", author=coach, recipient=team.agents.get(name="researcher")
+            team=team,
+            content="Private.",
+            author=coach,
+            recipient=team.agents.get(name="researcher"),
         )
         services.message_add(team=team, content="Missed two.", author=coach)
         conversation.team_start(team=team)
@@ -260,12 +236,16 @@ async def test_team_socket_closes_once_the_user_no_longer_manages_the_team(monke
     assert (await communicator.connect())[0]
     await receive_until(communicator, lambda e: e["event"] == "team.status")
     coach = await database_sync_to_async(team.agents.get)(name="coach")
-    await database_sync_to_async(services.message_add)(team=team, content="Still yours.", author=coach)
+    await database_sync_to_async(services.message_add)(
+        team=team, content="Still yours.", author=coach
+    )
     event = await communicator.receive_json_from(timeout=5)
     assert event["message"]["content"] == "Still yours."
 
     await database_sync_to_async(team.managers.remove)(user)
-    await database_sync_to_async(services.message_add)(team=team, content="Not for fred.", author=coach)
+    await database_sync_to_async(services.message_add)(
+        team=team, content="Not for fred.", author=coach
+    )
     closed = await communicator.receive_output(timeout=5)
     assert closed == {"type": "websocket.close", "code": 4403}
     await communicator.disconnect()

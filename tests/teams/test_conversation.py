@@ -4,7 +4,7 @@ from teams import conversation, pm_requests, services
 from teams.errors import Conflict, InvalidInput, NotFound
 from teams.models import Message, Team, Turn
 from teams.schemas import TeamStatusOut
-from tests.conftest import drain
+from tests.helpers import drain
 
 
 def test_start_enqueues_first_speaker_once(team):

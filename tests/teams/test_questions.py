@@ -14,8 +14,8 @@ from teams import conversation, questions, services, turns
 from teams.engine import loop, prompts
 from teams.errors import InvalidInput, NotFound
 from teams.models import Keeper, Message, Query, Team, Turn
-from tests.conftest import drain, per_agent
 from tests.fakes.messages_api import text, tool
+from tests.helpers import drain, per_agent
 
 
 def history_text(agent, team):

@@ -1,27 +1,16 @@
 """The PM's pages without a browser: access, CSRF, scoping and the no-JavaScript path."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
 from teams import conversation, pm_requests, services
 from teams.models import Message, PMRequest
+from tests.helpers import client_for
 
 
 @pytest.fixture
-def other_team(db):
-    return services.team_create(
-        slug="beta", name="Beta", agents=[{"name": "coach", "role": "coach"}]
-    )
-
-
-@pytest.fixture
-def manager(team):
-    user = get_user_model().objects.create_user("alice", password="pw", is_staff=True)
-    team.managers.add(user)
-    client = Client()
-    client.force_login(user)
-    return client
+def manager(pm):
+    return client_for(pm)
 
 
 def open_request(team, question="HTML or PDF?"):
@@ -37,12 +26,8 @@ def test_anonymous_users_are_sent_to_log_in(client, team, url):
     assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
 
 
-def test_non_staff_users_are_sent_to_log_in(team):
-    user = get_user_model().objects.create_user("bob", password="pw")
-    team.managers.add(user)
-    client = Client()
-    client.force_login(user)
-    assert client.get("/teams/alpha/").status_code == 302
+def test_non_staff_users_are_sent_to_log_in(outsider):
+    assert client_for(outsider).get("/teams/alpha/").status_code == 302
 
 
 def test_live_view_shows_conversation_escaped(manager, team, agents):
@@ -136,10 +121,9 @@ def test_actions_and_pm_post(manager, team):
     assert manager.get("/teams/alpha/action/").status_code == 405
 
 
-def test_every_form_needs_a_csrf_token(team):
-    user = get_user_model().objects.create_superuser("root", "r@x.test", "pw")
+def test_every_form_needs_a_csrf_token(team, superuser):
     client = Client(enforce_csrf_checks=True)
-    client.force_login(user)
+    client.force_login(superuser)
     request = open_request(team)
     for url, data in [
         ("/teams/alpha/action/", {"action": "pause"}),

@@ -32,7 +32,9 @@ class TestAsk:
         assert message.recipient == agents["coder"]
         assert message.content.startswith(f"[Query from researcher | ID: {key}]\nWhich parser?")
         # The recipient's prompt says how to reply.
-        (rendered,) = [m for m in prompts.build(agents["coder"], team).messages if key in m["content"]]
+        (rendered,) = [
+            m for m in prompts.build(agents["coder"], team).messages if key in m["content"]
+        ]
         assert f'peer_answer_question with query_id "{key}"' in rendered["content"]
 
     def test_broadcast_skips_the_asker(self, ctx_for):

@@ -1,0 +1,156 @@
+"""The code's layers point one way: domain <- tools <- engine <- faces.
+
+The domain is teams' models, services, selectors, events and the like; the tools
+(tools/) call it; the engine (teams/engine/) runs turns with both; the faces (admin,
+pages, consumers, commands, the project package) sit on top. Every import counts,
+lazy ones inside functions included."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tools import registry
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("teams", "tools", "loomsite")
+LAYERS = ("domain", "tools", "engine", "faces")
+FACES = {"teams.admin", "teams.views", "teams.urls", "teams.consumers", "teams.routing"}
+FACES |= {"teams.charts"}
+
+
+def layer_of(module: str) -> str:
+    if module.startswith(("loomsite", "teams.management")) or module in FACES:
+        return "faces"
+    if module.startswith("teams.engine"):
+        return "engine"
+    if module.startswith("tools"):
+        return "tools"
+    return "domain"
+
+
+def module_files() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = module_files()
+
+
+def resolve(name: str) -> str | None:
+    """The project module an import names (the longest existing prefix)."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def imports_of(module: str) -> set[str]:
+    tree = ast.parse(MODULES[module].read_text())
+    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # `from teams import services` imports the module teams.services.
+            names = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        for name in names:
+            target = resolve(name)
+            if target and target != module:
+                found.add(target)
+    return found
+
+
+GRAPH = {module: imports_of(module) for module in MODULES}
+
+
+def test_the_walk_sees_the_layers():
+    # The test guards something: each layer has modules and real imports cross them.
+    assert {layer_of(m) for m in MODULES} == set(LAYERS)
+    assert "teams.turns" in GRAPH["teams.engine.loop"]
+    assert "tools.registry" in GRAPH["teams.engine.loop"]
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_imports_a_higher_layer(module):
+    rank = LAYERS.index(layer_of(module))
+    upward = sorted(t for t in GRAPH[module] if LAYERS.index(layer_of(t)) > rank)
+    assert not upward, f"{module} ({layer_of(module)}) imports a higher layer: {upward}"
+
+
+def test_no_import_cycles():
+    """Tarjan's strongly connected components: any with two or more modules is a cycle."""
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in GRAPH[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(GRAPH):
+        if module not in index:
+            visit(module)
+    assert not cycles, f"modules that import each other: {cycles}"
+
+
+def _string_constants(tree) -> list[str]:
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+def test_tool_names_are_spelled_only_by_their_tools():
+    """Outside tools/, texts name a tool through its class (PassTurn.name), so renaming
+    a tool cannot leave a prompt pointing at one that does not exist."""
+    names = {tool.name for tool in registry.all_tools()}
+    assert "pass_turn" in names
+    offenders = []
+    for module, path in MODULES.items():
+        if layer_of(module) == "tools":
+            continue
+        for text in _string_constants(ast.parse(path.read_text())):
+            offenders += [f"{module}: {name!r} in {text[:60]!r}" for name in names if name in text]
+    assert not offenders, offenders
