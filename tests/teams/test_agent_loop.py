@@ -263,3 +263,29 @@ def test_duplicate_wake_up_is_claimed_once(team):
     turn = Turn.objects.get(status="queued")
     assert turns.turn_claim(turn.id, "a") is not None
     assert turns.turn_claim(turn.id, "b") is None
+
+
+def test_a_turn_resumed_after_its_pass_was_recorded_still_passes(team, messages_api, monkeypatch):
+    """The tool's TurnEnd is stored with its step: a resumed turn ends the way the
+    first attempt's tool said, without calling the model or the tool again."""
+    api = messages_api([tool("pass_turn", {"reason": "agree"}, "toolu_pass"), text("never")])
+    conversation.team_start(team=team)
+    turn = Turn.objects.get(status="queued")
+    real_create = TurnStep.objects.create
+
+    def die_after_tool(**kwargs):
+        step = real_create(**kwargs)
+        if kwargs["kind"] == TurnStep.Kind.TOOL:
+            raise WorkerDied
+        return step
+
+    monkeypatch.setattr(TurnStep.objects, "create", die_after_tool)
+    with pytest.raises(WorkerDied):
+        loop.run_turn(turn.id, "doomed-worker")
+    monkeypatch.undo()
+    assert TurnStep.objects.get(kind="tool").ends_turn == Turn.Outcome.PASS
+    Turn.objects.filter(pk=turn.pk).update(lease_expires_at=turn.queued_at)
+    worker.sweep()
+    finished = loop.run_turn(turn.id, "rescuer")
+    assert finished.outcome == Turn.Outcome.PASS and len(api.requests) == 1
+    assert Message.objects.get(kind="pass_note").content == "(coach passes: agree)"

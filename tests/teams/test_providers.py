@@ -1,0 +1,67 @@
+"""Model providers are chosen by the model id, never by whether a key is set."""
+
+import pytest
+
+from teams import conversation, services
+from teams.catalog import OFFLINE_MODEL, default_model
+from teams.engine.offline import OfflineProvider
+from teams.engine.providers import AnthropicProvider, model_problem, provider_for
+from teams.errors import ModelError
+from teams.models import Message, Team, Turn
+from tests.fakes.messages_api import text
+from tests.helpers import drain
+
+
+def test_offline_id_is_the_offline_model_even_with_a_key(settings):
+    settings.ANTHROPIC_API_KEY = "sk-set"
+    assert isinstance(provider_for(OFFLINE_MODEL), OfflineProvider)
+    assert isinstance(provider_for("claude-haiku-4-5"), AnthropicProvider)
+
+
+def test_claude_without_a_key_says_which_variable_is_missing(settings):
+    settings.ANTHROPIC_API_KEY = None
+    with pytest.raises(ModelError, match="ANTHROPIC_API_KEY is not set"):
+        provider_for("claude-sonnet-4-6")
+    assert "loom-offline" in model_problem("claude-sonnet-4-6")
+    assert model_problem(OFFLINE_MODEL) == ""
+
+
+def test_an_unknown_model_id_is_refused_clearly():
+    with pytest.raises(ModelError, match="No provider serves the model 'gpt-9'"):
+        provider_for("gpt-9")
+
+
+def test_default_model_follows_the_key_unless_loom_model_is_set(settings):
+    settings.LOOM_MODEL, settings.ANTHROPIC_API_KEY = None, None
+    assert default_model() == OFFLINE_MODEL
+    settings.ANTHROPIC_API_KEY = "sk-set"
+    assert default_model() == "claude-sonnet-4-6"
+    settings.LOOM_MODEL = "claude-haiku-4-5"
+    assert default_model() == "claude-haiku-4-5"
+
+
+def test_a_claude_agent_without_a_key_fails_its_turn_saying_so(db, settings):
+    settings.ANTHROPIC_API_KEY = None
+    team = services.team_create(
+        slug="keyless",
+        agents=[{"name": "coach", "role": "coach", "model": "claude-sonnet-4-6"}],
+    )
+    conversation.team_start(team=team)
+    (turn,) = drain(team)
+    assert turn.status == Turn.Status.FAILED and "ANTHROPIC_API_KEY is not set" in turn.error
+    team.refresh_from_db()
+    assert team.status == Team.Status.PAUSED
+    note = Message.objects.get(kind="system")
+    assert "ANTHROPIC_API_KEY is not set" in note.content and "resume to retry" in note.content
+
+
+def test_an_offline_agent_in_a_team_with_a_key_never_calls_the_api(team, agents, messages_api):
+    api = messages_api([text("From Claude.")])
+    coach = agents["coach"]
+    coach.model = OFFLINE_MODEL
+    coach.save(update_fields=["model"])
+    conversation.team_start(team=team)
+    (turn,) = drain(team, limit=1)
+    assert turn.model == OFFLINE_MODEL and turn.status == Turn.Status.DONE
+    assert api.requests == []
+    assert "(offline model)" in Message.objects.get(kind="chat").content
