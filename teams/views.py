@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 
 from teams import conversation, lifecycle, pm_requests, selectors
 from teams.catalog import OFFLINE_MODEL
+from teams.engine.providers import model_problem
 from teams.errors import LoomError
 from teams.models import PMRequest
 
@@ -51,6 +52,7 @@ def team_live(request, slug):
             "agents": agents,
             "queries": selectors.team_recent_queries(team=team),
             "offline": any(a.effective_model == OFFLINE_MODEL for a in agents),
+            "model_problems": _model_problems(agents),
             "live_config": {
                 "ws": f"/ws/teams/{team.slug}/",
                 "answer_url": reverse("pm-answer", args=[0]),
@@ -135,3 +137,13 @@ def pm_answer(request, request_id):
     if not url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
         target = reverse("pm-inbox")
     return redirect(target)
+
+
+def _model_problems(agents) -> list[str]:
+    """Agents whose model cannot be called now, said before their turn fails."""
+    problems: dict[str, list[str]] = {}
+    for agent in agents:
+        problem = model_problem(agent.effective_model)
+        if problem:
+            problems.setdefault(problem, []).append(agent.name)
+    return [f"{', '.join(names)}: {problem}." for problem, names in problems.items()]

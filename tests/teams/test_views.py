@@ -160,3 +160,11 @@ def test_pages_offer_a_working_log_out(manager):
     assert 'action="/admin/logout/"' in page and "Log out" in page
     manager.post("/admin/logout/")
     assert manager.get("/")["Location"].startswith("/admin/login/")
+
+
+def test_live_view_warns_about_agents_whose_model_cannot_run(manager, team, agents, settings):
+    settings.ANTHROPIC_API_KEY = None
+    agents["coder"].model = "claude-sonnet-4-6"
+    agents["coder"].save(update_fields=["model"])
+    page = manager.get("/teams/alpha/").content.decode()
+    assert "coder: ANTHROPIC_API_KEY is not set" in page
