@@ -41,10 +41,9 @@ def main():
     from django.db import connection
 
     call_command("migrate", verbosity=0)
-    from teams.engine.offline import OfflineProvider as OfflineModel
-
     from teams import conversation, pm_requests, selectors, services
     from teams.engine import loop
+    from teams.engine.offline import OfflineProvider as OfflineModel
     from teams.models import Team, Turn
 
     model_seconds = [0.0]

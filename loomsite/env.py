@@ -1,17 +1,32 @@
-"""Parsing of Loom's environment variables.
+"""Loom's environment variables, read and checked by one pydantic-settings class.
 
-Every function takes the raw value and the variable's name, and raises
-ImproperlyConfigured naming the variable when the value cannot be used, so a bad
-setting stops start-up with a message that says what to fix.
+`load()` reads the environment into a `LoomEnv`. A value that cannot be used stops
+start-up with one ImproperlyConfigured that lists every bad variable by its name and
+says what is wrong with it. settings.py turns the result into Django settings; the
+README's configuration table documents the variables.
 """
 
 from pathlib import Path
-from urllib.parse import parse_qsl, unquote, urlsplit
+from typing import Annotated, Any
+from urllib.parse import SplitResult, urlsplit
 
+import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
+from pydantic_core import PydanticUseDefault
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+DEV_SECRET_KEY = "loom-development-key-not-for-production"
+DEFAULT_HOSTS = ("127.0.0.1", "localhost")
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off", ""}
+POSTGRES_SCHEMES = {"postgres", "postgresql", "pgsql"}
+REDIS_SCHEMES = {"redis", "rediss", "unix"}
+# Error messages name these variables but never show their values: they hold secrets or
+# may hold a password.
+SECRET_VARIABLES = {"LOOM_SECRET_KEY", "ANTHROPIC_API_KEY", "LOOM_DATABASE_URL", "LOOM_REDIS_URL"}
 
 SQLITE_OPTIONS = {
     # IMMEDIATE takes the write lock at BEGIN, so two writers queue on the busy
@@ -25,69 +40,54 @@ SQLITE_OPTIONS = {
 }
 
 
-def parse_bool(value: str | None, name: str, default: bool = False) -> bool:
-    if value is None:
-        return default
-    word = value.strip().lower()
-    if word in TRUE_WORDS:
-        return True
-    if word in FALSE_WORDS:
-        return False
-    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use 1/0, true/false, yes/no).")
+# --- URLs to Django settings. Each raises ValueError saying what is wrong; the message
+# --- reads after the variable's name ("LOOM_REDIS_URL has an unknown scheme ...").
 
 
-def parse_hosts(value: str | None, name: str, default: list[str]) -> list[str]:
-    if value is None:
-        return default
-    hosts = [h.strip() for h in value.split(",") if h.strip()]
-    if not hosts:
-        raise ImproperlyConfigured(f"{name} is set but lists no host.")
-    for host in hosts:
-        if " " in host or "/" in host:
-            raise ImproperlyConfigured(f"{name}: {host!r} is not a host name.")
-    return hosts
-
-
-def parse_database_url(value: str | None, name: str, data_dir: Path) -> dict:
-    """Return a Django DATABASES entry for a URL, or the SQLite default when unset."""
-    if value is None or not value.strip():
-        return _sqlite(data_dir / "loom.sqlite3")
+def _split(url: str) -> SplitResult:
     try:
-        parts = urlsplit(value.strip())
-        port = parts.port
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} is not a valid URL: {exc}") from exc
-    scheme = parts.scheme.lower()
-    if scheme == "sqlite":
-        # sqlite:///relative.db, sqlite:////absolute/path.db, sqlite://:memory:
-        path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
-        if parts.netloc == ":memory:" or path == ":memory:":
-            return _sqlite(":memory:")
-        if not path:
-            raise ImproperlyConfigured(f"{name}: a sqlite URL needs a file path.")
-        return _sqlite(Path(path))
-    if scheme in {"postgres", "postgresql", "pgsql"}:
-        db_name = unquote(parts.path.lstrip("/"))
-        if not db_name:
-            raise ImproperlyConfigured(f"{name}: a postgres URL needs a database name.")
-        options = dict(parse_qsl(parts.query))
-        return {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": db_name,
-            "USER": unquote(parts.username or ""),
-            "PASSWORD": unquote(parts.password or ""),
-            "HOST": parts.hostname or "",
-            "PORT": str(port or ""),
-            "OPTIONS": options,
-            "CONN_MAX_AGE": 0,
-            "CONN_HEALTH_CHECKS": True,
-        }
-    raise ImproperlyConfigured(
-        f"{name} has an unknown scheme {parts.scheme!r} (use sqlite:// or postgres://)."
-    )
+        raise ValueError(f"is not a valid URL: {exc}") from None
+    return parts
 
 
-def _sqlite(path) -> dict:
+def parse_database_url(url: str) -> dict:
+    """The Django DATABASES entry for a sqlite:// or postgres:// URL."""
+    url = url.strip()
+    if url == "sqlite://:memory:":
+        return _sqlite(":memory:")
+    parts = _split(url)
+    if parts.scheme not in {"sqlite", *POSTGRES_SCHEMES}:
+        raise ValueError(f"has an unknown scheme {parts.scheme!r} (use sqlite:// or postgres://)")
+    # sqlite:///relative.db, sqlite:////absolute/path.db; dj-database-url would read a
+    # bare sqlite:// as an in-memory database, which is more likely a mistake.
+    if parts.scheme == "sqlite" and not parts.path[1:]:
+        raise ValueError("is a sqlite URL without a file path (sqlite:///loom.sqlite3)")
+    try:
+        config: dict[str, Any] = dict(
+            dj_database_url.parse(url, conn_max_age=0, conn_health_checks=True)
+        )
+    except ValueError as exc:
+        raise ValueError(f"is not a valid URL: {exc}") from None
+    if parts.scheme == "sqlite":
+        return _sqlite(config["NAME"])
+    if not config["NAME"]:
+        raise ValueError(
+            "is a postgres URL without a database name (postgres://user:pass@host:5432/db)"
+        )
+    # Query-string options (?sslmode=require) are in OPTIONS.
+    config.setdefault("OPTIONS", {})
+    config["PORT"] = str(config["PORT"])
+    return config
+
+
+def default_database(data_dir: Path) -> dict:
+    return _sqlite(data_dir / "loom.sqlite3")
+
+
+def _sqlite(path: str | Path) -> dict:
     # Tests use a file beside the database, not shared-cache memory: only a file
     # gives threads WAL and the busy timeout, as in production.
     test_name = None if path == ":memory:" else str(Path(path).with_name(f"test-{Path(path).name}"))
@@ -99,59 +99,187 @@ def _sqlite(path) -> dict:
     }
 
 
-def parse_redis_url(value: str | None, name: str) -> dict:
-    """Return the CHANNEL_LAYERS default: in-memory when unset, channels-redis when set."""
-    if value is None or not value.strip():
+def redis_channel_layer(url: str | None) -> dict:
+    """The CHANNEL_LAYERS default: in-memory when unset, channels-redis for a Redis URL."""
+    if url is None:
         return {"BACKEND": "channels.layers.InMemoryChannelLayer"}
-    try:
-        parts = urlsplit(value.strip())
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} is not a valid URL: {exc}") from exc
-    if parts.scheme not in {"redis", "rediss", "unix"}:
-        raise ImproperlyConfigured(
-            f"{name} has an unknown scheme {parts.scheme!r} (use redis:// or rediss://)."
+    url = url.strip()
+    parts = _split(url)
+    if parts.scheme not in REDIS_SCHEMES:
+        raise ValueError(
+            f"has an unknown scheme {parts.scheme!r} (use redis://, rediss:// or unix://)"
         )
     if parts.scheme != "unix" and not parts.hostname:
-        raise ImproperlyConfigured(f"{name}: a redis URL needs a host.")
+        raise ValueError("is a redis URL without a host (redis://host:6379/0)")
     # redis-py 8 reads with a 5 s socket timeout, the same 5 s channels-redis blocks in
     # BZPOPMIN for: idle workers then die with "Timeout reading". Read longer than that.
-    host = {"address": value.strip(), "socket_timeout": 30}
+    host = {"address": url, "socket_timeout": 30}
     return {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {"hosts": [host], "capacity": 1000, "expiry": 60},
     }
 
 
-def parse_url(value: str | None, name: str) -> str | None:
-    if value is None or not value.strip():
-        return None
+def parse_redis_url(value: str | None, name: str) -> dict:
+    """redis_channel_layer() for a variable read outside LoomEnv, e.g. a test's own Redis URL."""
     try:
-        parts = urlsplit(value.strip())
-        parts.port  # noqa: B018
+        return redis_channel_layer(value if value and value.strip() else None)
     except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} is not a valid URL: {exc}") from exc
+        raise ImproperlyConfigured(f"{name} {exc}.") from None
+
+
+# --- Field validators.
+
+
+def _unset_if_empty(value: Any) -> Any:
+    """An empty variable counts as unset: the field keeps its default."""
+    if isinstance(value, str) and not value.strip():
+        raise PydanticUseDefault()
+    return value
+
+
+def _boolean(value: Any) -> Any:
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in TRUE_WORDS:
+            return True
+        if word in FALSE_WORDS:
+            return False
+        raise ValueError("is not a boolean (use 1/0, true/false, yes/no, on/off)")
+    return value
+
+
+def _hosts(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    hosts = [h.strip() for h in value.split(",") if h.strip()]
+    if not hosts:
+        raise ValueError("is set but lists no host")
+    for host in hosts:
+        if "/" in host or any(c.isspace() for c in host):
+            raise ValueError(f"lists {host!r}, which is not a host name")
+    return hosts
+
+
+def _http_url(value: str) -> str:
+    url = value.strip()
+    parts = _split(url)
     if parts.scheme not in {"http", "https"} or not parts.hostname:
-        raise ImproperlyConfigured(f"{name} must be an http(s) URL, got {value!r}.")
-    return value.strip()
+        raise ValueError("is not an http(s) URL with a host")
+    return url
 
 
-def parse_model(value: str | None, name: str, default: str) -> str:
-    if value is None or not value.strip():
-        return default
+def _model_id(value: str) -> str:
     model = value.strip()
-    if any(c.isspace() for c in model) or len(model) > 100:
-        raise ImproperlyConfigured(f"{name}={value!r} is not a model id.")
+    if any(c.isspace() for c in model):
+        raise ValueError("is not a model id: it contains whitespace")
+    if len(model) > 100:
+        raise ValueError("is not a model id: it is longer than 100 characters")
     return model
 
 
-def parse_seconds(value: str | None, name: str, default: float) -> float:
-    if value is None or not value.strip():
-        return default
+def _accepted_by(parse):
+    """Check a URL by building its Django setting (thrown away: a property builds it again)."""
+
+    def check(value: str) -> str:
+        parse(value)
+        return value.strip()
+
+    return AfterValidator(check)
+
+
+EmptyIsUnset = BeforeValidator(_unset_if_empty)
+
+
+class LoomEnv(BaseSettings):
+    """Every environment variable Loom reads, typed, with its default."""
+
+    # Exact names; defaults are trusted, only values read from the environment are checked.
+    model_config = SettingsConfigDict(case_sensitive=True, extra="ignore", validate_default=False)
+
+    data_dir: Annotated[Path, EmptyIsUnset] = Field(
+        PROJECT_DIR / "data", validation_alias="LOOM_DATA_DIR"
+    )
+    database_url: Annotated[str | None, EmptyIsUnset, _accepted_by(parse_database_url)] = Field(
+        None, validation_alias="LOOM_DATABASE_URL"
+    )
+    redis_url: Annotated[str | None, EmptyIsUnset, _accepted_by(redis_channel_layer)] = Field(
+        None, validation_alias="LOOM_REDIS_URL"
+    )
+    secret_key: Annotated[str, EmptyIsUnset] = Field(
+        DEV_SECRET_KEY, validation_alias="LOOM_SECRET_KEY"
+    )
+    # Strict: only the words _boolean knows, and "" for false, never a guess.
+    debug: Annotated[bool, BeforeValidator(_boolean)] = Field(
+        True, strict=True, validation_alias="LOOM_DEBUG"
+    )
+    # NoDecode: a comma list, not the JSON pydantic-settings expects for a list.
+    allowed_hosts: Annotated[list[str], NoDecode, BeforeValidator(_hosts)] = Field(
+        list(DEFAULT_HOSTS), validation_alias="LOOM_ALLOWED_HOSTS"
+    )
+    anthropic_api_key: Annotated[str | None, EmptyIsUnset] = Field(
+        None, validation_alias="ANTHROPIC_API_KEY"
+    )
+    anthropic_base_url: Annotated[str | None, EmptyIsUnset, AfterValidator(_http_url)] = Field(
+        None, validation_alias="ANTHROPIC_BASE_URL"
+    )
+    offline_delay: Annotated[float, EmptyIsUnset] = Field(
+        1.0, ge=0, le=60, validation_alias="LOOM_OFFLINE_DELAY"
+    )
+    # None: the application picks the default model when it calls one.
+    model: Annotated[str | None, EmptyIsUnset, AfterValidator(_model_id)] = Field(
+        None, validation_alias="LOOM_MODEL"
+    )
+
+    @property
+    def secret_key_is_default(self) -> bool:
+        return self.secret_key == DEV_SECRET_KEY
+
+    @property
+    def database(self) -> dict:
+        if self.database_url is None:
+            return default_database(self.data_dir)
+        return parse_database_url(self.database_url)
+
+    @property
+    def channel_layer(self) -> dict:
+        return redis_channel_layer(self.redis_url)
+
+
+def load() -> LoomEnv:
+    """Read the environment; raise ImproperlyConfigured naming every bad variable."""
     try:
-        seconds = float(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={value!r} is not a number of seconds.") from None
-    if not 0 <= seconds <= 60:
-        raise ImproperlyConfigured(f"{name}={value!r} must be between 0 and 60 seconds.")
-    return seconds
+        return LoomEnv()
+    except ValidationError as exc:
+        raise ImproperlyConfigured(describe(exc)) from None
+
+
+# Pydantic's own checks, in plain words; `value_error` is one of ours and says it itself.
+PLAIN_WORDS = {
+    "float_parsing": "is not a number",
+    "greater_than_equal": "must be at least {ge:g}",
+    "less_than_equal": "must be at most {le:g}",
+}
+
+
+def describe(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        name = str(error["loc"][0]) if error["loc"] else "the environment"
+        value = error.get("input")
+        if name in SECRET_VARIABLES or not isinstance(value, str):
+            subject = name
+        else:
+            subject = f"{name}={value!r}"
+        if error["type"] == "value_error":
+            what = str(error["ctx"]["error"])
+        elif error["type"] in PLAIN_WORDS:
+            what = PLAIN_WORDS[error["type"]].format(**error.get("ctx", {}))
+        else:
+            what = f"is not valid: {error['msg']}"
+        lines.append(f"{subject} {what}.")
+    if len(lines) == 1:
+        return lines[0]
+    return "Loom cannot start; fix these environment variables:\n" + "\n".join(
+        f"  {line}" for line in lines
+    )

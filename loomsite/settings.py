@@ -1,21 +1,20 @@
 """Loom settings. Everything that varies between machines comes from the environment;
-see the README's configuration table."""
+see the README's configuration table and loomsite/env.py."""
 
-import os
 from pathlib import Path
 
 from loomsite import env
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(os.environ.get("LOOM_DATA_DIR") or BASE_DIR / "data")
+# One checked read of the environment: a bad variable stops start-up here, by name.
+loom_env = env.load()
 
-DEV_SECRET_KEY = "loom-development-key-not-for-production"
-SECRET_KEY = os.environ.get("LOOM_SECRET_KEY") or DEV_SECRET_KEY
-SECRET_KEY_IS_DEFAULT = SECRET_KEY == DEV_SECRET_KEY
-DEBUG = env.parse_bool(os.environ.get("LOOM_DEBUG"), "LOOM_DEBUG", default=True)
-ALLOWED_HOSTS = env.parse_hosts(
-    os.environ.get("LOOM_ALLOWED_HOSTS"), "LOOM_ALLOWED_HOSTS", ["127.0.0.1", "localhost"]
-)
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = loom_env.data_dir
+
+SECRET_KEY = loom_env.secret_key
+SECRET_KEY_IS_DEFAULT = loom_env.secret_key_is_default
+DEBUG = loom_env.debug
+ALLOWED_HOSTS = loom_env.allowed_hosts
 
 INSTALLED_APPS = [
     "daphne",  # first, so runserver serves ASGI (WebSockets included)
@@ -57,26 +56,21 @@ TEMPLATES = [
 WSGI_APPLICATION = None
 ASGI_APPLICATION = "loomsite.asgi.application"
 
-DATABASES = {
-    "default": env.parse_database_url(
-        os.environ.get("LOOM_DATABASE_URL"), "LOOM_DATABASE_URL", DATA_DIR
-    )
-}
+DATABASES = {"default": loom_env.database}
 if (
     DATABASES["default"]["ENGINE"].endswith("sqlite3")
     and DATABASES["default"]["NAME"] != ":memory:"
 ):
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 
-REDIS_URL = os.environ.get("LOOM_REDIS_URL") or None
-CHANNEL_LAYERS = {"default": env.parse_redis_url(REDIS_URL, "LOOM_REDIS_URL")}
+REDIS_URL = loom_env.redis_url
+CHANNEL_LAYERS = {"default": loom_env.channel_layer}
 
-LOOM_OFFLINE_DELAY = env.parse_seconds(
-    os.environ.get("LOOM_OFFLINE_DELAY"), "LOOM_OFFLINE_DELAY", default=1.0
-)
-ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY") or None
-ANTHROPIC_BASE_URL = env.parse_url(os.environ.get("ANTHROPIC_BASE_URL"), "ANTHROPIC_BASE_URL")
-LOOM_MODEL = env.parse_model(os.environ.get("LOOM_MODEL"), "LOOM_MODEL", "claude-sonnet-4-6")
+LOOM_OFFLINE_DELAY = loom_env.offline_delay
+ANTHROPIC_API_KEY = loom_env.anthropic_api_key
+ANTHROPIC_BASE_URL = loom_env.anthropic_base_url
+# None when unset: the application picks Claude's default or the offline model per call.
+LOOM_MODEL = loom_env.model
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
