@@ -1,7 +1,7 @@
 import pytest
 
 from teams import services
-from tests.helpers import make_user
+from tests.helpers import make_team, make_user
 
 
 @pytest.fixture(autouse=True)
@@ -11,17 +11,7 @@ def fast_offline_model(settings):
 
 @pytest.fixture
 def team(db):
-    return services.team_create(
-        slug="alpha",
-        name="Alpha",
-        goal="Ship the parser.",
-        agents=[
-            {"name": "coach", "role": "coach"},
-            {"name": "researcher", "role": "researcher"},
-            {"name": "coder", "role": "coder"},
-            {"name": "reviewer", "role": "reviewer"},
-        ],
-    )
+    return make_team("alpha")
 
 
 @pytest.fixture

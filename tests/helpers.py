@@ -1,10 +1,29 @@
-"""What tests share besides fixtures: users, live sockets and driving a conversation."""
+"""What tests share besides fixtures: teams, users, live sockets and driving a
+conversation."""
+
+import re
 
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 
 PASSWORD = "pm-password-1"
+
+
+FOUR_AGENTS = [
+    {"name": "coach", "role": "coach"},
+    {"name": "researcher", "role": "researcher"},
+    {"name": "coder", "role": "coder"},
+    {"name": "reviewer", "role": "reviewer"},
+]
+
+
+def make_team(slug="alpha", **kwargs):
+    """The usual team: Alpha, shipping the parser, a coach and three agents."""
+    from teams import services
+
+    spec = {"name": slug.capitalize(), "goal": "Ship the parser.", "agents": FOUR_AGENTS}
+    return services.team_create(slug=slug, **{**spec, **kwargs})
 
 
 def make_user(name, *, superuser=False, staff=True, manages=()):
@@ -71,3 +90,44 @@ def per_agent(scripts):
         return item(request) if callable(item) else item
 
     return reply
+
+
+def key_in(request) -> str:
+    """The query id in a fake-API request (what the agent was asked)."""
+    return re.search(r"ID: (q-[0-9a-f]+)", request.dump).group(1)
+
+
+def forward_chain_script():
+    """Seed 000's forward chain for the four-agent team: the researcher asks the coder,
+    the coder forwards to the reviewer with what it knows, the reviewer answers."""
+    from tests.fakes.messages_api import text, tool
+
+    return per_agent(
+        {
+            "coach": [text("Start."), text("Go on.")],
+            "researcher": [
+                tool(
+                    "peer_ask_question", {"question": "How do we sign tokens?", "target": "coder"}
+                ),
+                text("Waiting."),
+                text("Got it."),
+            ],
+            "coder": [
+                lambda r: tool(
+                    "peer_forward_question",
+                    {
+                        "query_id": key_in(r),
+                        "target": "reviewer",
+                        "enrichment": "Tokens are made in auth.py.",
+                    },
+                ),
+                text("Forwarded."),
+            ],
+            "reviewer": [
+                lambda r: tool(
+                    "peer_answer_question", {"query_id": key_in(r), "answer": "HMAC with SHA-256."}
+                ),
+                text("Done."),
+            ],
+        }
+    )

@@ -218,17 +218,8 @@ class WorkerDied(BaseException):
     """Raised to stop a worker dead, as a killed process would."""
 
 
-def test_abandoned_turn_is_swept_and_resumes_without_repeating_tools(
-    team, messages_api, monkeypatch
-):
-    api = messages_api(
-        [
-            tool("peer_message", {"to": "coder", "content": "ping"}, "toolu_once"),
-            text("Done after the crash."),
-        ]
-    )
-    conversation.team_start(team=team)
-    turn = Turn.objects.get(status="queued")
+def run_until_the_first_tool_step_then_die(turn, monkeypatch):
+    """Run the turn as "doomed-worker", which dies right after recording a tool step."""
     real_create = TurnStep.objects.create
 
     def die_after_tool(**kwargs):
@@ -241,6 +232,20 @@ def test_abandoned_turn_is_swept_and_resumes_without_repeating_tools(
     with pytest.raises(WorkerDied):
         loop.run_turn(turn.id, "doomed-worker")
     monkeypatch.undo()
+
+
+def test_abandoned_turn_is_swept_and_resumes_without_repeating_tools(
+    team, messages_api, monkeypatch
+):
+    api = messages_api(
+        [
+            tool("peer_message", {"to": "coder", "content": "ping"}, "toolu_once"),
+            text("Done after the crash."),
+        ]
+    )
+    conversation.team_start(team=team)
+    turn = Turn.objects.get(status="queued")
+    run_until_the_first_tool_step_then_die(turn, monkeypatch)
     turn.refresh_from_db()
     assert turn.status == Turn.Status.RUNNING and turn.claimed_by == "doomed-worker"
     assert worker.sweep()["requeued"] == 0  # its lease has not expired yet
@@ -271,18 +276,7 @@ def test_a_turn_resumed_after_its_pass_was_recorded_still_passes(team, messages_
     api = messages_api([tool("pass_turn", {"reason": "agree"}, "toolu_pass"), text("never")])
     conversation.team_start(team=team)
     turn = Turn.objects.get(status="queued")
-    real_create = TurnStep.objects.create
-
-    def die_after_tool(**kwargs):
-        step = real_create(**kwargs)
-        if kwargs["kind"] == TurnStep.Kind.TOOL:
-            raise WorkerDied
-        return step
-
-    monkeypatch.setattr(TurnStep.objects, "create", die_after_tool)
-    with pytest.raises(WorkerDied):
-        loop.run_turn(turn.id, "doomed-worker")
-    monkeypatch.undo()
+    run_until_the_first_tool_step_then_die(turn, monkeypatch)
     assert TurnStep.objects.get(kind="tool").ends_turn == Turn.Outcome.PASS
     Turn.objects.filter(pk=turn.pk).update(lease_expires_at=turn.queued_at)
     worker.sweep()

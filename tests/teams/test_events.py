@@ -9,23 +9,14 @@ from teams import conversation, events, pm_requests, questions, services
 from teams.events import Audience
 from teams.models import Query, Turn
 from teams.schemas import MessageOut, PMRequestOut, QueryOut, TeamStatusOut, TurnOut
-from tests.fakes.messages_api import text, tool
-from tests.helpers import drain, make_user, per_agent, receive_until, socket
+from tests.helpers import drain, forward_chain_script, make_team, make_user, receive_until, socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def make_world():
     """A team with one of each row an event describes, and its PM."""
-    team = services.team_create(
-        slug="alpha",
-        goal="Ship it.",
-        agents=[
-            {"name": "coach", "role": "coach"},
-            {"name": "coder", "role": "coder"},
-            {"name": "reviewer", "role": "reviewer"},
-        ],
-    )
+    team = make_team("alpha")
     coach = team.agents.get(name="coach")
     message = services.message_add(team=team, content="Hello.", author=coach)
     turn = Turn.objects.create(team=team, agent=coach, number=1)
@@ -131,60 +122,11 @@ def test_every_team_event_has_a_handler_on_the_team_socket():
     assert not hasattr(PMInboxConsumer, "query_answered")  # team-only events stay off it
 
 
-def forward_chain_script():
-    """Seed 000's forward chain: researcher asks coder, coder forwards to reviewer with
-    what it knows, reviewer answers."""
-
-    def key_in(request):
-        import re
-
-        return re.search(r"ID: (q-[0-9a-f]+)", request.dump).group(1)
-
-    return per_agent(
-        {
-            "coach": [text("Start."), text("Go on.")],
-            "researcher": [
-                tool(
-                    "peer_ask_question", {"question": "How do we sign tokens?", "target": "coder"}
-                ),
-                text("Waiting."),
-                text("Got it."),
-            ],
-            "coder": [
-                lambda r: tool(
-                    "peer_forward_question",
-                    {
-                        "query_id": key_in(r),
-                        "target": "reviewer",
-                        "enrichment": "Tokens are made in auth.py.",
-                    },
-                ),
-                text("Forwarded."),
-            ],
-            "reviewer": [
-                lambda r: tool(
-                    "peer_answer_question", {"query_id": key_in(r), "answer": "HMAC with SHA-256."}
-                ),
-                text("Done."),
-            ],
-        }
-    )
-
-
 async def test_knowledge_routing_with_a_live_team_socket_open(messages_api):
     messages_api(forward_chain_script())
 
     def setup():
-        team = services.team_create(
-            slug="alpha",
-            goal="Ship the parser.",
-            agents=[
-                {"name": "coach", "role": "coach"},
-                {"name": "researcher", "role": "researcher"},
-                {"name": "coder", "role": "coder"},
-                {"name": "reviewer", "role": "reviewer"},
-            ],
-        )
+        team = make_team("alpha")
         return team, make_user("alice", manages=[team])
 
     team, pm = await database_sync_to_async(setup)()

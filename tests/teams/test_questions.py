@@ -15,7 +15,7 @@ from teams.engine import loop, prompts
 from teams.errors import InvalidInput, NotFound
 from teams.models import Keeper, Message, Query, Team, Turn
 from tests.fakes.messages_api import text, tool
-from tests.helpers import drain, per_agent
+from tests.helpers import drain, forward_chain_script, key_in, per_agent
 
 
 def history_text(agent, team):
@@ -212,10 +212,6 @@ def test_twenty_threads_answer_the_same_query_once():
 # --- end to end (seed 000 D.3), through the agent loop ---------------------------
 
 
-def key_in(request):
-    return re.search(r"ID: (q-[0-9a-f]+)", request.dump).group(1)
-
-
 def test_scenario_a_asks_b_and_b_answers(team, agents, messages_api):
     api = messages_api(
         per_agent(
@@ -256,39 +252,7 @@ def test_scenario_a_asks_b_and_b_answers(team, agents, messages_api):
 
 
 def test_scenario_forward_chain_with_enrichment(team, agents, messages_api):
-    api = messages_api(
-        per_agent(
-            {
-                "coach": [text("Start."), text("Go on.")],
-                "researcher": [
-                    tool(
-                        "peer_ask_question",
-                        {"question": "How do we sign tokens?", "target": "coder"},
-                    ),
-                    text("Waiting."),
-                    text("Got it."),
-                ],
-                "coder": [
-                    lambda r: tool(
-                        "peer_forward_question",
-                        {
-                            "query_id": key_in(r),
-                            "target": "reviewer",
-                            "enrichment": "Tokens are made in auth.py.",
-                        },
-                    ),
-                    text("Forwarded."),
-                ],
-                "reviewer": [
-                    lambda r: tool(
-                        "peer_answer_question",
-                        {"query_id": key_in(r), "answer": "HMAC with SHA-256."},
-                    ),
-                    text("Done."),
-                ],
-            }
-        )
-    )
+    api = messages_api(forward_chain_script())
     conversation.team_start(team=team)
     drain(team, limit=6)
     reviewer_request = [r for r in api.requests if r.agent == "reviewer"][0]
