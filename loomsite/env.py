@@ -16,6 +16,8 @@ from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 from pydantic_core import PydanticUseDefault
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from teams.catalog import MODEL_FAMILIES, family_of
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEV_SECRET_KEY = "loom-development-key-not-for-production"
 DEFAULT_HOSTS = ("127.0.0.1", "localhost")
@@ -175,6 +177,9 @@ def _model_id(value: str) -> str:
         raise ValueError("is not a model id: it contains whitespace")
     if len(model) > 100:
         raise ValueError("is not a model id: it is longer than 100 characters")
+    if family_of(model) is None:
+        families = ", ".join(f"{f}…" if f.endswith("-") else f for f in MODEL_FAMILIES)
+        raise ValueError(f"is a model no provider serves (use {families})")
     return model
 
 

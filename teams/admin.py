@@ -126,9 +126,25 @@ class TeamAdmin(admin.ModelAdmin):
         if not change:
             super().save_model(request, obj, form, change)  # a new team starts idle
             return
-        services.team_update(
-            team=obj, fields=[f for f in form.changed_data if f in services.TEAM_SETTINGS]
-        )
+        try:
+            services.team_update(
+                team=obj, fields=[f for f in form.changed_data if f in services.TEAM_SETTINGS]
+            )
+        except LoomError as exc:  # a slug taken meanwhile: say so, change nothing
+            self.message_user(request, exc.message, messages.ERROR)
+
+    def save_formset(self, request, form, formset, change):
+        if formset.model is Agent:
+            for agent_form in formset.forms:
+                if agent_form in formset.deleted_forms or not agent_form.has_changed():
+                    continue
+                save_changed_fields(agent_form)
+            formset.save(commit=False)
+            for agent in formset.deleted_objects:
+                agent.delete()
+            formset.save_m2m()
+            return
+        super().save_formset(request, form, formset, change)
 
     def _run(self, request, queryset, action: TeamAction, verb: str):
         for team in queryset:
@@ -165,6 +181,16 @@ class TeamAdmin(admin.ModelAdmin):
             f"cache write {t['cache_creation_tokens']:,} · cache read {t['cache_read_tokens']:,}"
             f" · ${t['cost_usd']:.4f}"
         )
+
+
+def save_changed_fields(form) -> None:
+    """Save a model form's changes without writing back the fields it did not show:
+    an agent's counters and score move while the form is open."""
+    obj = form.save(commit=False)
+    if obj.pk is None or obj._state.adding:
+        obj.save()
+    else:
+        obj.save(update_fields=[f for f in form.changed_data if f in form.fields])
 
 
 @admin.register(Agent)
@@ -206,6 +232,9 @@ class AgentAdmin(admin.ModelAdmin):
             },
         ),
     )
+
+    def save_model(self, request, obj, form, change):
+        save_changed_fields(form)
 
     @admin.display(description="drift report")
     def drift_report(self, obj):

@@ -11,7 +11,20 @@ from decimal import Decimal
 from django.conf import settings
 
 OFFLINE_MODEL = "loom-offline"
+CLAUDE_PREFIX = "claude-"
 CLAUDE_DEFAULT_MODEL = "claude-sonnet-4-6"
+# The model ids some provider serves: the offline model's, and every id that starts
+# with a family prefix (teams.engine.providers has a provider for each).
+MODEL_FAMILIES = (OFFLINE_MODEL, CLAUDE_PREFIX)
+
+
+def family_of(model: str) -> str | None:
+    """The MODEL_FAMILIES entry whose provider serves this model id, or None."""
+    if model == OFFLINE_MODEL:
+        return OFFLINE_MODEL
+    prefixes = (p for p in MODEL_FAMILIES if p.endswith("-"))
+    return next((p for p in prefixes if model.startswith(p) and model != p), None)
+
 
 # USD per million tokens: (input, output). Cache writes cost 1.25x input and cache
 # reads 0.1x input (five-minute ephemeral cache).

@@ -17,7 +17,7 @@ from teams import events, selectors
 from teams.engine.worker import run_claimed_turn
 from teams.events import Audience
 from teams.models import Team
-from teams.schemas import MessageOut, PMRequestOut
+from teams.schemas import MessageOut, PMRequestOut, QueryOut
 
 MAX_CONCURRENT_TURNS = 8
 # How stale a socket's view of its user's rights may get: a PM removed from a
@@ -107,7 +107,7 @@ class TeamConsumer(LiveConsumer):
         await self.accept()
         # Catch up on what happened between rendering the page (or losing the
         # connection) and joining the group; the page drops duplicates by id.
-        for event in await database_sync_to_async(_team_catch_up)(
+        for event in await database_sync_to_async(team_catch_up)(
             self.team.id, _after_id(self.scope)
         ):
             await self.send_json(event.wire())
@@ -117,7 +117,8 @@ class TeamConsumer(LiveConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def may_see(self, event, wire) -> bool:
-        if self.team.id not in await self.refresh_access():
+        visible = await self.refresh_access()
+        if visible is None or self.team.id not in visible:  # demoted, removed, deactivated
             await self.close(code=4403)
             return False
         return True
@@ -168,17 +169,34 @@ def _after_id(scope) -> int:
     return int(value) if value.isdigit() else 0
 
 
-def _team_catch_up(team_id: int, after_id: int) -> list[events.Event]:
-    """The messages a page missed, then the team's status with its open PM request."""
+# The event a query's latest hop stands for, to replay on connect.
+QUERY_EVENT_BY_HOP = {
+    "ask": events.QueryAsked,
+    "forward": events.QueryForwarded,
+    "answer": events.QueryAnswered,
+    "expire": events.QueryExpired,
+}
+
+
+def team_catch_up(team_id: int, after_id: int) -> list[events.Event]:
+    """What a page may have missed: the messages after `after_id`, the latest
+    questions between agents as they stand now, then the team's status with its
+    open PM request."""
     team = Team.objects.get(pk=team_id)
     missed = [
         events.MessageCreated(message=MessageOut.of(m))
         for m in selectors.team_messages_after(team=team, after_id=after_id)
     ]
+    queries = [
+        QUERY_EVENT_BY_HOP.get(q.hops[-1].get("kind") if q.hops else "", events.QueryAsked)(
+            query=QueryOut.of(q)
+        )
+        for q in reversed(selectors.team_recent_queries(team=team))
+    ]
     request = selectors.team_open_pm_request(team=team)
     status = events.TeamStatusChanged.of(team)
     status.pm_request = PMRequestOut.of(request) if request else None
-    return [*missed, status]
+    return [*missed, *queries, status]
 
 
 def _open_requests(user) -> list[PMRequestOut]:

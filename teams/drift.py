@@ -12,7 +12,8 @@ The score runs from 100 (on track) down to 0 (lost), as in seed 004's report:
     clamped to 0..100
 
 Each finished turn records the agent's score on the turn, so it can be plotted.
-The report an agent reads (check_drift) is worded in tools/mesh.py.
+The report people read in the admin is worded in tools/mesh.py, where the mesh
+tools (check_drift among them) will live.
 """
 
 from __future__ import annotations

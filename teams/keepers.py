@@ -212,15 +212,18 @@ def retrieve(
     query = (query or "").strip()
     if not query:
         raise InvalidInput("Give a question or search terms.", field="query")
-    mode = mode or detect_mode(query)
+    if mode is None:  # questions get an answer, keywords the lines; no model, no answer
+        mode = detect_mode(query) if ask_model is not None else "raw"
     if mode not in ("smart", "raw"):
         raise InvalidInput(f"Unknown mode {mode!r}: use 'smart' or 'raw'.", field="mode")
+    if mode == "smart" and ask_model is None:
+        raise InvalidInput("Smart mode needs a model to answer; use mode 'raw'.", field="mode")
     if keeper_id is not None and not Keeper.objects.filter(team=team, pk=keeper_id).exists():
         raise NotFound(f"Keeper {keeper_id} not found in this team.")
     entries = search(team=team, query=query, keeper_id=keeper_id)
     if not entries:
         return not_found(query)
-    if mode == "raw" or ask_model is None:
+    if mode == "raw":
         return format_entries(entries)
     excerpts = "\n".join(
         f"(keeper {e.keeper_id} '{e.keeper.topic}') [{e.role}]: {e.content}"

@@ -104,12 +104,6 @@ def validate_phases(value) -> None:
         raise ValidationError(PHASES_NEEDED)
 
 
-def validate_no_nul(value) -> None:
-    """PostgreSQL cannot store NUL characters in text."""
-    if isinstance(value, str) and "\x00" in value:
-        raise ValidationError("NUL characters are not allowed.")
-
-
 def default_phases() -> list[str]:
     return list(DEFAULT_PHASES)
 
@@ -198,7 +192,10 @@ class Agent(models.Model):
     model = models.CharField(
         max_length=100,
         blank=True,
-        help_text="Empty: LOOM_MODEL, or loom-offline without an API key.",
+        help_text=(
+            "Empty: the default model (LOOM_MODEL; unset, Claude with an API key, "
+            "loom-offline without)."
+        ),
     )
     role_prompt = models.TextField(blank=True)
     position = models.PositiveIntegerField(default=0, help_text="Order in the rotation.")

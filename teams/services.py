@@ -1,5 +1,6 @@
-"""Basic writes. Every function takes keyword-only arguments, runs in a transaction
-and raises a teams.errors.LoomError for expected failures. The rules a row must
+"""Basic writes. The services take keyword-only arguments, run in a transaction and
+raise a teams.errors.LoomError for expected failures (message_add joins its caller's
+transaction; team_lock and team_status_publish are helpers for other services). The rules a row must
 follow are written once, on its model (validators, choices, constraints); services
 run them through teams.errors.validated / integrity_as."""
 

@@ -162,26 +162,32 @@ def _turn_finished_event(turn: Turn, team: Team) -> events.TurnFinished:
 
 @transaction.atomic
 def turn_finish(
-    *, turn: Turn, worker: str, text: str, ended_by: str = "", reason: str = ""
+    *,
+    turn: Turn,
+    worker: str,
+    text: str,
+    outcome: Turn.Outcome | None = None,
+    reason: str = "",
 ) -> bool:
     """Log the turn's outcome in the conversation and hand over the floor, at once.
 
-    `ended_by` is the Turn.Outcome a tool ended the turn with (pass, PM request,
-    phase complete), or "" when the model simply stopped. False when the lease was
-    lost to another worker, which then logs the turn itself."""
+    `outcome` is how a tool (pass, PM request, phase complete) or the step limit
+    (message) ended the turn, None when the model simply stopped: then its text is
+    the message, and no text at all is a pass. False when the lease was lost to
+    another worker, which then logs the turn itself."""
     agent, team = turn.agent, turn.team
-    if ended_by == Turn.Outcome.PASS or (not text and not ended_by):
-        outcome = Turn.Outcome.PASS
+    if outcome == Turn.Outcome.PASS or (not text and outcome is None):
         services.message_add(
             team=team,
-            content=f"({agent.name} passes: {reason if ended_by else 'no response'})",
+            content=f"({agent.name} passes: {reason if outcome else 'no response'})",
             kind=Message.Kind.PASS_NOTE,
             author=agent,
             turn=turn,
             phase=turn.phase,
         )
+        outcome = Turn.Outcome.PASS
     else:
-        outcome = Turn.Outcome(ended_by or Turn.Outcome.MESSAGE)
+        outcome = outcome or Turn.Outcome.MESSAGE
         if outcome == Turn.Outcome.PM_REQUEST and not text:
             text = f"(Requesting PM input: {reason})"
         if text:

@@ -24,5 +24,10 @@ def turn_add_usage(*, turn: Turn, model: str, usage: Usage, renew_lease=None) ->
     if renew_lease is not None:
         fields["lease_expires_at"] = timezone.now() + renew_lease
     Turn.objects.filter(pk=turn.pk).update(**fields)
+    # Keep the caller's copy in step too (the turn.finished event reports it).
+    turn.model = model
+    for field, value in usage.as_fields().items():
+        setattr(turn, field, getattr(turn, field) + value)
+    turn.cost_usd += cost
     if cost:
         Team.objects.filter(pk=turn.team_id).update(spent_usd=F("spent_usd") + cost)

@@ -70,6 +70,9 @@ class Tool:
     # True where a service's expected failure (not found, already answered, max hops)
     # is a plain result the model reads, as the seeds word them, not an error.
     failures_are_results: ClassVar[bool] = False
+    # True for tools that may call a model (smart retrieval): they run outside the
+    # transaction that records their step, which must not stay open that long.
+    calls_model: ClassVar[bool] = False
 
     def run(self, params: Any, ctx: ToolContext) -> str | ToolResult:  # pragma: no cover
         raise NotImplementedError

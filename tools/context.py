@@ -33,6 +33,7 @@ class ContextRetrieve(Tool):
     )
     Params = RetrieveParams
     failures_are_results = True
+    calls_model = True
 
     def run(self, params: RetrieveParams, ctx: ToolContext) -> str:
         return keepers.retrieve(

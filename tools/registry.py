@@ -8,8 +8,10 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
+from django.db import transaction
 from pydantic import ValidationError
 
 from teams.errors import LoomError, ModelError
@@ -55,9 +57,28 @@ def definitions(tools: list[type[Tool]]) -> list[dict]:
     return [tool.definition() for tool in tools]
 
 
-def execute(name: str, arguments, ctx: ToolContext, allowed=None) -> ToolResult:
-    """Validate and run one tool call; every outcome is a result, never an exception."""
+def execute(
+    name: str, arguments, ctx: ToolContext, allowed=None, record: Callable | None = None
+) -> ToolResult:
+    """Validate and run one tool call; every outcome is a result, never an exception.
+
+    `record(result)` (the agent loop's step) is written in the same transaction as
+    the tool's own writes, so a worker that dies between the two cannot leave a tool
+    that ran without its step, which a resumed turn would run again. Tools that call
+    a model are the exception: no transaction stays open across a model call."""
     tool = get(name)
+    if tool is not None and not tool.calls_model and record is not None:
+        with transaction.atomic():
+            result = _execute(tool, name, arguments, ctx, allowed)
+            record(result)
+        return result
+    result = _execute(tool, name, arguments, ctx, allowed)
+    if record is not None:
+        record(result)
+    return result
+
+
+def _execute(tool, name: str, arguments, ctx: ToolContext, allowed) -> ToolResult:
     if tool is None or (allowed is not None and tool not in allowed):
         return ToolResult(f"Error: Unknown tool {name!r} (not available to you).", is_error=True)
     if isinstance(arguments, str):
@@ -76,7 +97,8 @@ def execute(name: str, arguments, ctx: ToolContext, allowed=None) -> ToolResult:
         )
         return ToolResult(f"Error: Invalid arguments for {name}: {problems}", is_error=True)
     try:
-        result = tool().run(params, ctx)
+        with transaction.atomic():  # a failed tool leaves no half-written rows
+            result = tool().run(params, ctx)
     except LoomError as exc:
         if tool.failures_are_results and not isinstance(exc, ModelError):
             return ToolResult(truncate(exc.message))

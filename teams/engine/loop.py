@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 
 from django.db import transaction
 
@@ -103,6 +104,12 @@ def _replayed(step: TurnStep) -> ToolResult:
 
 def execute(turn: Turn, worker: str) -> None:
     team, agent = turn.team, turn.agent
+    # Steps replay with the model that made them; a fresh turn uses the agent's
+    # model as it is now (it may have changed since the turn was queued).
+    steps = list(turn.steps.order_by("index")) if turn.attempts > 1 else []
+    if not steps and turn.model != agent.effective_model:
+        turn.model = agent.effective_model
+        Turn.objects.filter(pk=turn.pk).update(model=turn.model)
     prompt = prompts.build(agent, team, until_id=turn.snapshot_message_id, phase=turn.phase)
     if turn.attempts == 1:
         prompt = _offload_when_over_budget(turn, prompt)
@@ -114,7 +121,6 @@ def execute(turn: Turn, worker: str) -> None:
     messages = list(prompt.messages)
 
     # Replay what an earlier attempt already did.
-    steps = list(turn.steps.order_by("index")) if turn.attempts > 1 else []
     last_model: list[dict] | None = None
     replies: list[list[dict]] = []  # every model response's content, in order
     results: dict[str, ToolResult] = {}  # by tool_use id, for the last model response
@@ -140,21 +146,27 @@ def execute(turn: Turn, worker: str) -> None:
             for use in uses:
                 if use["id"] in results:
                     continue
-                result = registry.execute(use["name"], use.get("input") or {}, ctx, tools)
-                _record_tool_step(turn, next_index, use, result)
+                results[use["id"]] = registry.execute(
+                    use["name"],
+                    use.get("input") or {},
+                    ctx,
+                    tools,
+                    record=partial(_record_tool_step, turn, next_index, use),
+                )
                 next_index += 1
-                results[use["id"]] = result
             messages.append({"role": "user", "content": _blocks(last_model, results)})
             # The first call whose result ends the turn decides how it ends.
             ended = next(
                 (results[u["id"]].ends_turn for u in uses if results[u["id"]].ends_turn), None
             )
             results = {}
-            if ended is not None or model_calls >= MAX_STEPS:
+            if ended is None and model_calls >= MAX_STEPS:
+                ended = TurnEnd(Turn.Outcome.MESSAGE, f"step limit ({MAX_STEPS} model calls)")
+            if ended is not None:
                 break
         try:
-            reply = provider_for(turn.model or agent.effective_model).respond(
-                model=turn.model or agent.effective_model,
+            reply = provider_for(turn.model).respond(
+                model=turn.model,
                 system=prompt.system,
                 messages=messages,
                 tools=definitions,
@@ -190,7 +202,7 @@ def execute(turn: Turn, worker: str) -> None:
         turn=turn,
         worker=worker,
         text=text,
-        ended_by=ended.outcome if ended else "",
+        outcome=ended.outcome if ended else None,
         reason=ended.reason if ended else "",
     )
 
@@ -209,6 +221,7 @@ def _blocks(model_content: list[dict], results: dict[str, ToolResult]) -> list[d
 
 
 def _record_tool_step(turn: Turn, index: int, use: dict, result: ToolResult) -> None:
+    """The step of one tool call, with how it ends the turn, if it does."""
     TurnStep.objects.create(
         turn=turn,
         index=index,

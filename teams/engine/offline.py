@@ -54,8 +54,6 @@ def _text_of(message: dict) -> str:
 
 
 class OfflineProvider:
-    offline = True
-
     def respond(self, *, model, system, messages, tools, max_tokens=0, on_text=None):
         system_text = "\n".join(b["text"] for b in system)
         if system_text.startswith(SMART_SYSTEM):

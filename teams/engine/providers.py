@@ -15,7 +15,7 @@ from collections.abc import Callable
 import anthropic
 from django.conf import settings
 
-from teams.catalog import OFFLINE_MODEL, Usage
+from teams.catalog import CLAUDE_PREFIX, OFFLINE_MODEL, Usage, family_of
 from teams.engine.offline import OfflineProvider
 from teams.engine.reply import DEFAULT_MAX_TOKENS, ModelReply, Provider
 from teams.errors import ModelError
@@ -24,8 +24,6 @@ log = logging.getLogger("loom.model")
 
 
 class AnthropicProvider:
-    offline = False
-
     def __init__(self, client: anthropic.Anthropic):
         self.client = client
 
@@ -123,21 +121,22 @@ def _anthropic() -> Provider:
         return AnthropicProvider(_clients[key])
 
 
-# Model id prefix -> the provider's factory; the longest matching prefix wins.
+# Each family of teams.catalog.MODEL_FAMILIES -> the factory of its provider.
 PROVIDERS: dict[str, Callable[[], Provider]] = {
     OFFLINE_MODEL: OfflineProvider,
-    "claude-": _anthropic,
+    CLAUDE_PREFIX: _anthropic,
 }
 
 
 def provider_for(model: str) -> Provider:
     """The provider serving this model id; ModelError when none can."""
-    for prefix in sorted(PROVIDERS, key=len, reverse=True):
-        if model == prefix or (prefix.endswith("-") and model.startswith(prefix)):
-            return PROVIDERS[prefix]()
-    raise ModelError(
-        f"No provider serves the model {model!r}: use a claude-… id or {OFFLINE_MODEL!r}"
-    )
+    family = family_of(model)
+    if family is None:
+        raise ModelError(
+            f"No provider serves the model {model!r}: use a {CLAUDE_PREFIX}… id or "
+            f"{OFFLINE_MODEL!r}"
+        )
+    return PROVIDERS[family]()
 
 
 def model_problem(model: str) -> str:

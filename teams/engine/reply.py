@@ -28,8 +28,6 @@ class ModelReply:
 
 
 class Provider(Protocol):
-    offline: bool
-
     def respond(
         self,
         *,

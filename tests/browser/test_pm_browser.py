@@ -9,7 +9,7 @@ from teams import pm_requests, services
 from teams.models import Message, PMRequest, Team, Turn
 from tests.browser.conftest import SCREENSHOTS, log_in
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool
-from tests.helpers import per_agent
+from tests.helpers import key_in, per_agent
 
 XSS_SCRIPT = '<script>alert("xss-script")</script>'
 XSS_IMG = "<img src=x onerror=\"alert('xss-img')\">"
@@ -261,3 +261,51 @@ def test_live_pages_say_when_the_connection_drops_and_when_access_is_refused(
     page.wait_for_timeout(2500)
     assert len(routes) == 2, "a refused page must not keep reconnecting"
     context.close()
+
+
+def test_questions_between_agents_show_live_as_compact_lines(start_site, browser, pm_user):
+    question = f"Which parser? {XSS_IMG}"
+    with FakeMessagesAPI(
+        per_agent(
+            {
+                "coach": [
+                    tool("peer_ask_question", {"question": question, "target": "researcher"}),
+                    text("Asked."),
+                    *[text("Thanks.")] * 5,
+                ],
+                "researcher": [
+                    lambda r: tool(
+                        "peer_answer_question", {"query_id": key_in(r), "answer": "A strict one."}
+                    ),
+                    text("Answered."),
+                    *[text("Noted.")] * 5,
+                ],
+                "coder": [text("Fine.")] * 5,
+                "reviewer": [text("Fine.")] * 5,
+            }
+        )
+    ) as api:
+        call_command("loom_demo")
+        site = start_site(ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=api.url)
+        page = browser.new_page()
+        log_in(page, site, next_url="/teams/demo/")
+        expect(page.locator("#no-queries")).to_have_text("No questions yet.")
+        expect(page.locator("body[data-live=on]")).to_have_count(1)
+        page.click("button[value=start]")
+        entry = page.locator("#queries li.query")
+        expect(entry.locator(".hops li")).to_have_text(
+            ["coach asked researcher", "researcher answered"], timeout=20_000
+        )
+        expect(entry.locator(".question")).to_have_text(question)
+        expect(entry).to_have_class(re.compile("status-answered"))
+        assert page.locator("#queries img[src=x]").count() == 0
+        page.screenshot(path=str(SCREENSHOTS / "live-view-questions.png"), full_page=True)
+        # The socket stayed open through the query events: later messages still arrive.
+        expect(page.locator("#conversation li.msg .content", has_text="Fine.")).to_have_count(
+            2, timeout=20_000
+        )
+        assert page.evaluate("document.body.dataset.live") == "on"
+        page.reload()  # and the server renders the same lines
+        expect(page.locator("#queries li.query .hops li")).to_have_text(
+            ["coach asked researcher", "researcher answered"]
+        )

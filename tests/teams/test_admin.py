@@ -254,7 +254,12 @@ def test_stale_team_form_never_writes_back_live_state(admin_client, team, agents
     Team.objects.filter(pk=team.pk).update(turn_count=7, spent_usd="0.1234")
     conversation.phase_complete(team=team, agent=agents["coach"], summary="Plan agreed.")
 
-    stale["max_turns"] = "300"  # the PM changed only the turn budget
+    from teams.models import Agent
+
+    Agent.objects.filter(team=team).update(turns=3)
+    stale["max_turns"] = "300"  # the PM changed the turn budget and one agent's model
+    coder_form = next(k for k, v in stale.items() if k.endswith("-name") and v == "coder")
+    stale[coder_form.replace("-name", "-model")] = "loom-offline"
     response = admin_client.post(url, stale)
     assert response.status_code == 302, response.context["adminform"].form.errors
     team.refresh_from_db()
@@ -263,6 +268,8 @@ def test_stale_team_form_never_writes_back_live_state(admin_client, team, agents
     assert team.phase == "pre-code-review"
     assert (team.turn_count, str(team.spent_usd)) == (7, "0.123400")
     assert team.messages.filter(content__startswith="[Phase planning complete]").count() == 1
+    assert list(team.agents.values_list("turns", flat=True)) == [3, 3, 3, 3]
+    assert team.agents.get(name="coder").model == "loom-offline"
 
 
 def test_team_live_state_is_read_only_in_the_admin(admin_client, team):
@@ -270,3 +277,17 @@ def test_team_live_state_is_read_only_in_the_admin(admin_client, team):
     for field in ("status", "phase_index", "turn_count", "spent_usd"):
         assert f'name="{field}"' not in page, field
     assert "Idle" in page  # shown, not editable
+
+
+def test_saving_an_agent_keeps_the_counters_that_moved_meanwhile(admin_client, team, agents):
+    from teams.models import Agent
+
+    coder = agents["coder"]
+    url = reverse("admin:teams_agent_change", args=[coder.pk])
+    stale = form_data(admin_client.get(url))
+    Agent.objects.filter(pk=coder.pk).update(turns=5, drift_score=55)  # turns finish meanwhile
+    stale["role_prompt"] = "Write small modules."
+    assert admin_client.post(url, stale).status_code == 302
+    coder.refresh_from_db()
+    assert coder.role_prompt == "Write small modules."
+    assert (coder.turns, coder.drift_score) == (5, 55)

@@ -7,7 +7,7 @@ from channels.db import database_sync_to_async
 from channels.testing import ApplicationCommunicator, WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
 
-from teams import conversation, pm_requests, services
+from teams import conversation, pm_requests, questions, services
 from teams.consumers import TurnWorkerConsumer
 from teams.models import Message, Team, Turn
 from tests.fakes.messages_api import text, tool
@@ -251,6 +251,31 @@ async def test_team_socket_closes_once_the_user_no_longer_manages_the_team(monke
     await communicator.disconnect()
 
 
+@pytest.mark.parametrize("change", [{"is_active": False}, {"is_staff": False}])
+async def test_team_socket_closes_for_a_deactivated_or_demoted_user(monkeypatch, change):
+    monkeypatch.setattr("teams.consumers.ACCESS_RECHECK_SECONDS", 0)
+
+    def setup():
+        team = make_team()
+        return team, make_user("ivy", manages=[team])
+
+    team, user = await database_sync_to_async(setup)()
+    communicator = connect(user)
+    assert (await communicator.connect())[0]
+    await receive_until(communicator, lambda e: e["event"] == "team.status")
+
+    def change_and_speak():
+        type(user).objects.filter(pk=user.pk).update(**change)
+        services.message_add(
+            team=team, content="Not for ivy.", author=team.agents.get(name="coach")
+        )
+
+    await database_sync_to_async(change_and_speak)()
+    closed = await communicator.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 4403}
+    await communicator.disconnect()
+
+
 async def test_pm_inbox_socket_closes_for_a_deactivated_user(monkeypatch):
     monkeypatch.setattr("teams.consumers.ACCESS_RECHECK_SECONDS", 0)
 
@@ -292,3 +317,42 @@ async def test_sockets_ignore_what_clients_send():
         await communicator.send_json_to({"event": "team.status", "status": "done"})
         assert await communicator.receive_nothing(timeout=0.3)
         await communicator.disconnect()
+
+
+async def test_turn_finished_reports_what_the_turn_cost(messages_api):
+    messages_api([text("Hi.", input_tokens=1_000_000, output_tokens=0)])  # $3 at Sonnet prices
+    team = await database_sync_to_async(make_team)()
+    user = await database_sync_to_async(make_user)("boss", superuser=True)
+    communicator = connect(user)
+    assert (await communicator.connect())[0]
+
+    def one_turn():
+        conversation.team_start(team=team)
+        drain(team, limit=1)
+
+    await database_sync_to_async(one_turn)()
+    seen = await receive_until(communicator, lambda e: e["event"] == "turn.finished")
+    assert seen[-1]["turn"]["cost_usd"] == "3.000000"
+    assert seen[-1]["team"]["spent_usd"] == "3.0000"
+    await communicator.disconnect()
+
+
+async def test_connect_replays_the_latest_questions_as_they_stand():
+    """A page rendered before a query was asked or answered sees it on connect."""
+
+    def setup():
+        team = make_team()
+        coach, researcher = team.agents.get(name="coach"), team.agents.get(name="researcher")
+        answered = questions.ask(team=team, origin=coach, question="Why?", target="researcher")
+        questions.answer(team=team, key=answered.key, answerer=researcher, text="Because.")
+        open_one = questions.ask(team=team, origin=researcher, question="When?", target="coach")
+        return team, answered.key, open_one.key
+
+    team, answered, open_one = await database_sync_to_async(setup)()
+    user = await database_sync_to_async(make_user)("jay", superuser=True)
+    communicator = connect(user)
+    assert (await communicator.connect())[0]
+    seen = await receive_until(communicator, lambda e: e["event"] == "team.status")
+    replayed = [(e["event"], e["query"]["key"]) for e in seen if e["event"].startswith("query.")]
+    assert replayed == [("query.answered", answered), ("query.asked", open_one)]
+    await communicator.disconnect()

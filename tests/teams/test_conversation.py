@@ -3,7 +3,6 @@ import pytest
 from teams import conversation, pm_requests, services
 from teams.errors import Conflict, InvalidInput, NotFound
 from teams.models import Message, Team, Turn
-from teams.schemas import TeamStatusOut
 from tests.helpers import drain
 
 
@@ -99,34 +98,3 @@ def test_sweeper_restarts_a_stalled_team(team):
     assert worker.sweep()["restarted"] == 1
     assert Turn.objects.get(status="queued").agent.name == "coach"
     assert worker.sweep()["restarted"] == 0
-
-
-@pytest.mark.parametrize("status", Team.Status.values)
-@pytest.mark.parametrize("action", ["start", "pause", "resume"])
-def test_offered_actions_are_exactly_those_the_services_accept(team, agents, status, action):
-    Team.objects.filter(pk=team.pk).update(status=status)
-    team.refresh_from_db()
-    offered = action in TeamStatusOut.of(team).actions
-    try:
-        getattr(conversation, f"team_{action}")(team=team)
-    except Conflict:
-        accepted = False
-    else:
-        accepted = True
-    assert offered == accepted
-
-
-@pytest.mark.parametrize(
-    "status, offered",
-    [
-        ("idle", ["start"]),
-        ("running", ["pause"]),
-        ("awaiting_pm", ["pause"]),
-        ("paused", ["resume"]),
-        ("done", []),
-    ],
-)
-def test_start_and_resume_are_never_offered_together(team, status, offered):
-    Team.objects.filter(pk=team.pk).update(status=status)
-    team.refresh_from_db()
-    assert TeamStatusOut.of(team).actions == offered

@@ -119,6 +119,8 @@ class TestRetrieve:
         assert result.is_error and "mode" in result.text and "'smart' or 'raw'" in result.text
         with pytest.raises(keepers.InvalidInput, match="Unknown mode"):
             keepers.retrieve(team=keeper.keeper.team, query="auth", mode="fuzzy")
+        with pytest.raises(keepers.InvalidInput, match="Smart mode needs a model"):
+            keepers.retrieve(team=keeper.keeper.team, query="auth?", mode="smart")
 
     def test_mode_detection(self):
         assert keepers.detect_mode("How are tokens signed?") == "smart"

@@ -2,6 +2,7 @@ import asyncio
 import logging
 import socket
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 log = logging.getLogger("loom.serve")
@@ -61,7 +62,7 @@ def _warn_about_models() -> None:
     from teams.engine.providers import model_problem
     from teams.models import Agent
 
-    if default_model() == OFFLINE_MODEL:
+    if not settings.ANTHROPIC_API_KEY and default_model() == OFFLINE_MODEL:
         log.warning("No ANTHROPIC_API_KEY: agents without a model run on %s.", OFFLINE_MODEL)
     used: dict[str, list[str]] = {}
     for agent in Agent.objects.select_related("team"):

@@ -7,6 +7,7 @@ from teams.engine import loop, worker
 from teams.models import Message, PMRequest, Team, Turn, TurnStep
 from tests.fakes.messages_api import bad_request, overloaded, rate_limited, text, tool
 from tests.helpers import drain, per_agent
+from tools import registry
 
 ALL = {"pass_turn", "peer_message", "peer_discovery"}
 COACH_ONLY = {"ask_pm", "signal_phase_complete"}
@@ -218,20 +219,27 @@ class WorkerDied(BaseException):
     """Raised to stop a worker dead, as a killed process would."""
 
 
-def run_until_the_first_tool_step_then_die(turn, monkeypatch):
-    """Run the turn as "doomed-worker", which dies right after recording a tool step."""
-    real_create = TurnStep.objects.create
+def run_then_die(turn, monkeypatch, target, name, after=True, when=lambda **kwargs: True):
+    """Run the turn as "doomed-worker", which dies right after (or before) the first
+    call to `target.name` (that `when` accepts), as a killed process would."""
+    real = getattr(target, name)
 
-    def die_after_tool(**kwargs):
-        step = real_create(**kwargs)
-        if kwargs["kind"] == TurnStep.Kind.TOOL:
-            raise WorkerDied
-        return step
+    def die(*args, **kwargs):
+        if not when(**kwargs):
+            return real(*args, **kwargs)
+        if after:
+            real(*args, **kwargs)
+        raise WorkerDied
 
-    monkeypatch.setattr(TurnStep.objects, "create", die_after_tool)
+    monkeypatch.setattr(target, name, die)
     with pytest.raises(WorkerDied):
         loop.run_turn(turn.id, "doomed-worker")
     monkeypatch.undo()
+
+
+def sweep_after_the_lease(turn):
+    Turn.objects.filter(pk=turn.pk).update(lease_expires_at=turn.queued_at)
+    assert worker.sweep()["requeued"] == 1
 
 
 def test_abandoned_turn_is_swept_and_resumes_without_repeating_tools(
@@ -245,7 +253,8 @@ def test_abandoned_turn_is_swept_and_resumes_without_repeating_tools(
     )
     conversation.team_start(team=team)
     turn = Turn.objects.get(status="queued")
-    run_until_the_first_tool_step_then_die(turn, monkeypatch)
+    # The worker dies once the tool's transaction (its message and its step) commits.
+    run_then_die(turn, monkeypatch, registry, "execute")
     turn.refresh_from_db()
     assert turn.status == Turn.Status.RUNNING and turn.claimed_by == "doomed-worker"
     assert worker.sweep()["requeued"] == 0  # its lease has not expired yet
@@ -276,10 +285,35 @@ def test_a_turn_resumed_after_its_pass_was_recorded_still_passes(team, messages_
     api = messages_api([tool("pass_turn", {"reason": "agree"}, "toolu_pass"), text("never")])
     conversation.team_start(team=team)
     turn = Turn.objects.get(status="queued")
-    run_until_the_first_tool_step_then_die(turn, monkeypatch)
+    run_then_die(turn, monkeypatch, turns, "turn_finish", after=False)
     assert TurnStep.objects.get(kind="tool").ends_turn == Turn.Outcome.PASS
-    Turn.objects.filter(pk=turn.pk).update(lease_expires_at=turn.queued_at)
-    worker.sweep()
+    sweep_after_the_lease(turn)
     finished = loop.run_turn(turn.id, "rescuer")
     assert finished.outcome == Turn.Outcome.PASS and len(api.requests) == 1
     assert Message.objects.get(kind="pass_note").content == "(coach passes: agree)"
+
+
+def test_a_tool_and_its_step_commit_together(team, agents, messages_api, monkeypatch):
+    """A worker that dies while recording a tool's step takes the tool's writes with
+    it, so the resumed turn runs the tool once: the phase advances once."""
+    messages_api([tool("signal_phase_complete", {"summary": "Scope agreed."}, "toolu_done")])
+    conversation.team_start(team=team)
+    turn = Turn.objects.get(status="queued")
+    run_then_die(
+        turn, monkeypatch, TurnStep.objects, "create", when=lambda **step: step["kind"] == "tool"
+    )
+    team.refresh_from_db()
+    assert team.phase == "refinement" and not Message.objects.filter(kind="phase_summary")
+    sweep_after_the_lease(turn)
+    finished = loop.run_turn(turn.id, "rescuer")
+    team.refresh_from_db()
+    assert finished.outcome == Turn.Outcome.PHASE_COMPLETE and team.phase == "planning"
+    assert Message.objects.filter(kind="phase_summary").count() == 1
+
+
+def test_the_step_limit_ends_a_turn_as_a_message_not_a_pass(team, messages_api):
+    messages_api([tool("peer_discovery", {}, f"toolu_{i}") for i in range(loop.MAX_STEPS)])
+    conversation.team_start(team=team)
+    (turn,) = drain(team, limit=1)
+    assert turn.outcome == Turn.Outcome.MESSAGE and turn.steps.count() == 2 * loop.MAX_STEPS
+    assert not Message.objects.filter(kind="pass_note").exists()

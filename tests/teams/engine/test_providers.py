@@ -27,8 +27,9 @@ def test_claude_without_a_key_says_which_variable_is_missing(settings):
 
 
 def test_an_unknown_model_id_is_refused_clearly():
-    with pytest.raises(ModelError, match="No provider serves the model 'gpt-9'"):
-        provider_for("gpt-9")
+    for model in ("gpt-9", "claude-", "loom-offline-2"):
+        with pytest.raises(ModelError, match=f"No provider serves the model '{model}'"):
+            provider_for(model)
 
 
 def test_default_model_follows_the_key_unless_loom_model_is_set(settings):
@@ -65,3 +66,10 @@ def test_an_offline_agent_in_a_team_with_a_key_never_calls_the_api(team, agents,
     assert turn.model == OFFLINE_MODEL and turn.status == Turn.Status.DONE
     assert api.requests == []
     assert "(offline model)" in Message.objects.get(kind="chat").content
+
+
+def test_every_model_family_has_a_provider():
+    from teams.catalog import MODEL_FAMILIES
+    from teams.engine.providers import PROVIDERS
+
+    assert set(PROVIDERS) == set(MODEL_FAMILIES)
