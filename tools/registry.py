@@ -9,6 +9,7 @@ import importlib
 import json
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import replace
 
 from django.db import transaction
@@ -96,8 +97,11 @@ def _execute(tool, name: str, arguments, ctx: ToolContext, allowed) -> ToolResul
             for err in exc.errors()
         )
         return ToolResult(f"Error: Invalid arguments for {name}: {problems}", is_error=True)
+    # A failed tool leaves no half-written rows; one that calls a model holds no
+    # transaction open meanwhile.
+    guard = nullcontext() if tool.calls_model else transaction.atomic()
     try:
-        with transaction.atomic():  # a failed tool leaves no half-written rows
+        with guard:
             result = tool().run(params, ctx)
     except LoomError as exc:
         if tool.failures_are_results and not isinstance(exc, ModelError):

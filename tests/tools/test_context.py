@@ -180,3 +180,27 @@ class TestOffload:
         ]
         offloaded, kept = keepers.split_at_topic_boundary(msgs)
         assert len(offloaded) == 3 and kept[0].kind == "pm"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_smart_retrieval_holds_no_transaction_open_during_the_model_call(ctx_for, agents):
+    """With SQLite's IMMEDIATE transactions an open one would lock out every writer
+    for as long as the model takes."""
+    from django.db import connection
+
+    note = services.message_add(team=agents["coder"].team, content="Tokens are signed.")
+    keepers.offload(agent=agents["coder"], messages=[note, note], topic="auth")
+    ctx = ctx_for("coder")
+    in_transaction = []
+
+    def ask_model(system, prompt, max_tokens):
+        in_transaction.append(connection.in_atomic_block)
+        return "They are signed."
+
+    ctx.ask_model = ask_model
+    record = []
+    result = registry.execute(
+        "context_retrieve", {"query": "How are tokens signed?"}, ctx, record=record.append
+    )
+    assert result.text == "They are signed." and in_transaction == [False]
+    assert record == [result]
