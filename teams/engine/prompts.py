@@ -116,7 +116,7 @@ def history_messages(
         Message.objects.filter(phase_conversation | summaries | inbox)
         .exclude(kind=Message.Kind.PASS_NOTE)
         .exclude(keeper_entries__keeper__agent=agent)
-        .select_related("author", "query")
+        .select_related("author")
         .order_by("id")
     )
     if until_id is not None:
