@@ -1,6 +1,6 @@
 """Every live event the site publishes, declared once, and the wake-ups of workers.
 
-An event is a Schema subclass: its name, its audience (the team's group, the PM
+An event is a pydantic model: its name, its audience (the team's group, the PM
 inbox group, or both) and its payload fields. `publish` takes an event value, never
 a free string, and refuses one that is not declared; the consumers derive their
 handlers from the declarations, so a new event cannot be forgotten by a consumer.
@@ -21,7 +21,7 @@ from asgiref.sync import async_to_sync
 from channels.exceptions import ChannelFull
 from channels.layers import get_channel_layer
 from django.db import transaction
-from ninja import Schema
+from pydantic import BaseModel
 
 from teams.schemas import MessageOut, PMRequestOut, QueryOut, TeamStatusOut, TurnOut
 
@@ -45,7 +45,7 @@ class UndeclaredEvent(LookupError):
     """An event that is not declared here: a bug, refused loudly."""
 
 
-class Event(Schema):
+class Event(BaseModel):
     """Base of the declared events: the fields are the payload."""
 
     name: ClassVar[str]

@@ -1,11 +1,14 @@
 """Out schemas of the domain's rows: the payloads of live events, and (next) the
-REST API's responses. Each is built from its row by one classmethod."""
+REST API's responses (django-ninja takes pydantic models as they are). Each is built
+from its row by one classmethod. Plain pydantic models rather than ninja.Schema:
+they are built from rows explicitly, so ninja's attribute resolver (DjangoGetter,
+run on every field of every instance) would only cost time on each turn."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from ninja import Schema
+from pydantic import BaseModel as Schema
 
 from teams import lifecycle
 from teams.models import Message, PMRequest, Query, Team, Turn
