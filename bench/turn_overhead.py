@@ -3,7 +3,8 @@
 Orchestration is a whole turn (claim, prompt building, tool dispatch, persistence,
 events, hand-over) minus the time inside the model's respond(), which stands in
 for Claude. Prints its median and p95 for the first and the last 100 turns, their
-ratio, the whole-turn median for reference, and the process's peak memory.
+ratio, the whole-turn median for reference, the process's peak memory, and the SQL
+statements per turn (a figure a noisy machine cannot move).
 Targets: median under 10 ms on SQLite; last 100 no more than 1.2x the first 100.
 
 Run: .venv/bin/python bench/turn_overhead.py [--turns 1000]
@@ -73,6 +74,12 @@ def main():
     Team.objects.filter(pk=team.pk).update(max_cost_usd=100_000)
     conversation.team_start(team=team)
     durations, whole = [], []
+    statements = [0]  # SQL statements the turns ran: a figure noise cannot move
+
+    def count_statement(execute, sql, params, many, context):
+        statements[0] += 1
+        return execute(sql, params, many, context)
+
     outcomes = {}
     calibration = []  # the same pure-Python work before each 100 turns
     while len(durations) < args.turns:
@@ -87,7 +94,8 @@ def main():
             calibration.append(_calibrate())
         model_seconds[0] = 0.0
         start = time.perf_counter()
-        done = loop.run_turn(turn.id, "bench")
+        with connection.execute_wrapper(count_statement):
+            done = loop.run_turn(turn.id, "bench")
         elapsed = time.perf_counter() - start
         whole.append(elapsed * 1000)
         durations.append((elapsed - model_seconds[0]) * 1000)
@@ -103,6 +111,7 @@ def main():
 
     print(f"DEBUG: {settings.DEBUG} (set LOOM_DEBUG to change)")
     print(f"database: {connection.vendor}; turns run: {len(durations)}; outcomes: {outcomes}")
+    print(f"SQL statements per turn: {statements[0] / len(durations):.1f}")
     print("orchestration time per turn (whole turn minus time inside the model):")
     print(f"first 100 turns: median {first[0]:.2f} ms, p95 {first[1]:.2f} ms")
     print(f"last 100 turns:  median {last[0]:.2f} ms, p95 {last[1]:.2f} ms")
