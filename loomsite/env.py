@@ -6,6 +6,7 @@ says what is wrong with it. settings.py turns the result into Django settings; t
 README's configuration table documents the variables.
 """
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import SplitResult, urlsplit
@@ -163,6 +164,20 @@ def _hosts(value: Any) -> Any:
     return hosts
 
 
+def _origins(value: Any) -> Any:
+    """A comma list of scheme://host[:port] origins, as CSRF_TRUSTED_ORIGINS wants."""
+    if not isinstance(value, str):
+        return value
+    origins = [o.strip() for o in value.split(",") if o.strip()]
+    for origin in origins:
+        parts = _split(origin)
+        if parts.scheme not in {"http", "https"} or not parts.hostname or parts.path:
+            raise ValueError(
+                f"lists {origin!r}, which is not an origin (scheme://host[:port], no path)"
+            )
+    return origins
+
+
 def _http_url(value: str) -> str:
     url = value.strip()
     parts = _split(url)
@@ -214,9 +229,20 @@ class LoomEnv(BaseSettings):
     secret_key: Annotated[str, EmptyIsUnset] = Field(
         DEV_SECRET_KEY, validation_alias="LOOM_SECRET_KEY"
     )
-    # Strict: only the words _boolean knows, and "" for false, never a guess.
+    # Strict: only the words _boolean knows, and "" for false, never a guess. Off
+    # unless asked for: manage.py turns it on for a laptop with nothing configured.
     debug: Annotated[bool, BeforeValidator(_boolean)] = Field(
-        True, strict=True, validation_alias="LOOM_DEBUG"
+        False, strict=True, validation_alias="LOOM_DEBUG"
+    )
+    # Behind TLS (directly or through a proxy that sets X-Forwarded-Proto).
+    https: Annotated[bool, BeforeValidator(_boolean)] = Field(
+        False, strict=True, validation_alias="LOOM_HTTPS"
+    )
+    hsts_seconds: Annotated[int, EmptyIsUnset] = Field(
+        31_536_000, ge=0, validation_alias="LOOM_HSTS_SECONDS"
+    )
+    csrf_trusted_origins: Annotated[list[str], NoDecode, BeforeValidator(_origins)] = Field(
+        [], validation_alias="LOOM_CSRF_TRUSTED_ORIGINS"
     )
     # NoDecode: a comma list, not the JSON pydantic-settings expects for a list.
     allowed_hosts: Annotated[list[str], NoDecode, BeforeValidator(_hosts)] = Field(
@@ -251,12 +277,30 @@ class LoomEnv(BaseSettings):
         return redis_channel_layer(self.redis_url)
 
 
+def private_sqlite_file(path: Path) -> None:
+    """Create the database's folder (0700) and file (0600) for Loom's user alone, when
+    Loom is the one creating them; SQLite gives its -wal and -shm files the database
+    file's mode."""
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+
+
 def load() -> LoomEnv:
     """Read the environment; raise ImproperlyConfigured naming every bad variable."""
     try:
-        return LoomEnv()
+        loaded = LoomEnv()
     except ValidationError as exc:
         raise ImproperlyConfigured(describe(exc)) from None
+    if not loaded.debug and loaded.secret_key_is_default:
+        raise ImproperlyConfigured(
+            "LOOM_SECRET_KEY is not set and LOOM_DEBUG is off: Loom will not serve with the "
+            "public development key. Set LOOM_SECRET_KEY (for example to the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`), or set "
+            "LOOM_DEBUG=1 on a laptop."
+        )
+    return loaded
 
 
 # Pydantic's own checks, in plain words; `value_error` is one of ours and says it itself.

@@ -1,6 +1,7 @@
 """Loom settings. Everything that varies between machines comes from the environment;
 see the README's configuration table and loomsite/env.py."""
 
+from datetime import timedelta
 from pathlib import Path
 
 from loomsite import env
@@ -15,6 +16,36 @@ SECRET_KEY = loom_env.secret_key
 SECRET_KEY_IS_DEFAULT = loom_env.secret_key_is_default
 DEBUG = loom_env.debug
 ALLOWED_HOSTS = loom_env.allowed_hosts
+CSRF_TRUSTED_ORIGINS = loom_env.csrf_trusted_origins
+
+# Behind TLS (LOOM_HTTPS=1): redirect to https, HSTS, cookies only over https, and
+# trust the proxy's X-Forwarded-Proto (the proxy must set it, overwriting the client's).
+if loom_env.https:
+    SECURE_SSL_REDIRECT = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = loom_env.hsts_seconds
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
+# Content-Security-Policy on every response (django-csp): only our own scripts and
+# sockets; inline styles stay allowed for the admin's style attributes.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 INSTALLED_APPS = [
     "daphne",  # first, so runserver serves ASGI (WebSockets included)
@@ -25,6 +56,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "csp",
+    "axes",
     "teams",
 ]
 
@@ -36,7 +69,24 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its lockout response.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Failed logins (django-axes): five wrong passwords for one user from one address lock
+# that pair out for 15 minutes; every failure is logged ("axes" logger) and kept in the
+# admin's Axes tables. A successful login clears the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# The audit log names who failed from where (never the password, which axes masks).
+AXES_SENSITIVE_PARAMETERS: list[str] = []
 
 ROOT_URLCONF = "loomsite.urls"
 TEMPLATES = [
@@ -61,7 +111,7 @@ if (
     DATABASES["default"]["ENGINE"].endswith("sqlite3")
     and DATABASES["default"]["NAME"] != ":memory:"
 ):
-    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    env.private_sqlite_file(Path(DATABASES["default"]["NAME"]))
 
 REDIS_URL = loom_env.redis_url
 CHANNEL_LAYERS = {"default": loom_env.channel_layer}
@@ -73,7 +123,13 @@ ANTHROPIC_BASE_URL = loom_env.anthropic_base_url
 LOOM_MODEL = loom_env.model
 
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": f"django.contrib.auth.password_validation.{name}"}
+    for name in (
+        "UserAttributeSimilarityValidator",
+        "MinimumLengthValidator",
+        "CommonPasswordValidator",
+        "NumericPasswordValidator",
+    )
 ]
 LOGIN_URL = "/admin/login/"
 
@@ -91,5 +147,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {"loom": {"handlers": ["console"], "level": "INFO", "propagate": False}},
+    "loggers": {
+        "loom": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # Failed and locked-out logins ("AXES: New login failure by {username, ip}").
+        "axes": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+    },
 }

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MaxLengthValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
@@ -92,6 +92,15 @@ class PMRequestStatus(models.TextChoices):
 ACTIVE_TURN_STATUSES = (TurnStatus.QUEUED, TurnStatus.RUNNING)
 
 
+# The most a person (or a program acting as one) may submit in one text: a PM
+# message or answer, a goal, a role prompt, an anchor. Agents' own output is bounded
+# by the model's max_tokens instead.
+HUMAN_TEXT_LIMIT = 20_000
+human_text = MaxLengthValidator(
+    HUMAN_TEXT_LIMIT,
+    "At most %(limit_value)s characters are accepted here (this text has %(show_value)s).",
+)
+
 PHASES_NEEDED = "A team needs at least one phase, each a non-empty name."
 
 
@@ -122,7 +131,7 @@ class Team(models.Model):
         error_messages={"blank": team_slug_validator.message},
     )
     name = models.CharField(max_length=120)
-    goal = models.TextField(blank=True)
+    goal = models.TextField(blank=True, validators=[human_text])
     phases = models.JSONField(
         default=default_phases,
         validators=[validate_phases],
@@ -197,7 +206,7 @@ class Agent(models.Model):
             "loom-offline without)."
         ),
     )
-    role_prompt = models.TextField(blank=True)
+    role_prompt = models.TextField(blank=True, validators=[human_text])
     position = models.PositiveIntegerField(default=0, help_text="Order in the rotation.")
     context_budget_tokens = models.PositiveIntegerField(default=100_000)
     # The mesh hierarchy (seed 004).
@@ -508,7 +517,7 @@ class Anchor(models.Model):
             )
         ],
     )
-    value = models.TextField()
+    value = models.TextField(validators=[human_text])
     updated_by = models.CharField(max_length=60, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -548,7 +557,7 @@ class PMRequest(models.Model):
     )
     question = models.TextField()
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.OPEN)
-    answer = models.TextField(blank=True)
+    answer = models.TextField(blank=True, validators=[human_text])
     answered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )

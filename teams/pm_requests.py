@@ -36,6 +36,7 @@ def pm_message_post(*, team: Team, content: str, user=None) -> Message:
     """The PM speaks in the team conversation; the next speaker sees it."""
     if not content or not content.strip():
         raise InvalidInput("The message is empty.", field="content")
+    services.human_text_check(content, field="message")
     label = "pm" if user is None else f"pm ({user.get_username()})"
     return services.message_add(
         team=team, content=content.strip(), kind=Message.Kind.PM, author_label=label
@@ -50,7 +51,7 @@ def pm_request_answer(*, request_id: int, answer: str, user=None) -> PMRequest:
     cleanly instead of posting twice."""
     if not answer or not answer.strip():
         raise InvalidInput("The answer is empty.", field="answer")
-    services.text_check(answer, field="answer")
+    services.human_text_check(answer, field="answer")
     request = PMRequest.objects.select_related("team").filter(pk=request_id).first()
     if request is None:
         raise NotFound(f"No PM request {request_id}.")

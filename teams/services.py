@@ -14,6 +14,7 @@ from teams import events, lifecycle
 from teams.errors import Conflict, InvalidInput, integrity_as, validated
 from teams.models import (
     DEFAULT_PHASES,
+    HUMAN_TEXT_LIMIT,
     Agent,
     Anchor,
     AnchorRevision,
@@ -33,6 +34,18 @@ def text_check(value: str, *, field: str) -> None:
     """Refuse text no database can store as given (PostgreSQL rejects NUL)."""
     if "\x00" in value:
         raise InvalidInput(f"The {field} may not contain NUL characters.", field=field)
+
+
+def human_text_check(value: str, *, field: str) -> None:
+    """Refuse what a person may not submit: NUL characters, or more than
+    HUMAN_TEXT_LIMIT characters (nothing is stored then)."""
+    text_check(value, field=field)
+    if len(value) > HUMAN_TEXT_LIMIT:
+        raise InvalidInput(
+            f"The {field} has {len(value):,} characters; at most {HUMAN_TEXT_LIMIT:,} are "
+            "accepted.",
+            field=field,
+        )
 
 
 @transaction.atomic

@@ -23,8 +23,12 @@ def load(monkeypatch):
             monkeypatch.delenv(name)
 
     def load_with(**variables):
+        # DEBUG is off by default and then a key is required: bring one unless the
+        # test is about the key (None leaves a variable unset).
+        variables.setdefault("LOOM_SECRET_KEY", TEST_KEY)
         for name, value in variables.items():
-            monkeypatch.setenv(name, value)
+            if value is not None:
+                monkeypatch.setenv(name, value)
         return env.load()
 
     return load_with
@@ -36,9 +40,20 @@ def _error(load, **variables):
     return str(exc.value)
 
 
+TEST_KEY = "test-key-" + "x" * 50
+
+
 class TestDefaults:
+    def test_debug_is_off_by_default(self, load):
+        assert load().debug is False
+
+    def test_the_development_key_is_refused_when_debug_is_off(self, load):
+        message = _error(load, LOOM_SECRET_KEY=None)
+        assert message.startswith("LOOM_SECRET_KEY is not set and LOOM_DEBUG is off")
+        assert load(LOOM_SECRET_KEY=None, LOOM_DEBUG="1").secret_key_is_default is True
+
     def test_unset_environment(self, load):
-        loom = load()
+        loom = load(LOOM_SECRET_KEY=None, LOOM_DEBUG="1")  # a laptop, as manage.py sets it
         assert loom.data_dir == ROOT / "data"
         assert loom.database_url is None
         assert loom.redis_url is None
@@ -57,6 +72,7 @@ class TestDefaults:
             LOOM_DATABASE_URL="",
             LOOM_REDIS_URL=" ",
             LOOM_SECRET_KEY="",
+            LOOM_DEBUG="1",
             ANTHROPIC_API_KEY="",
             ANTHROPIC_BASE_URL="",
             LOOM_OFFLINE_DELAY="",
@@ -79,7 +95,19 @@ class TestDefaults:
         assert load(ANTHROPIC_API_KEY="sk-x").anthropic_api_key == "sk-x"
 
     def test_names_are_exact(self, load):
-        assert load(loom_debug="maybe").debug is True
+        assert load(loom_debug="maybe").debug is False
+
+    def test_https_and_trusted_origins(self, load):
+        assert load().csrf_trusted_origins == [] and load().https is False
+        loom = load(LOOM_HTTPS="1", LOOM_CSRF_TRUSTED_ORIGINS="https://a.example, http://b:8080")
+        assert loom.https is True and loom.hsts_seconds == 31_536_000
+        assert loom.csrf_trusted_origins == ["https://a.example", "http://b:8080"]
+
+    @pytest.mark.parametrize("value", ["a.example", "ftp://a.example", "https://a.example/path"])
+    def test_bad_trusted_origins(self, load, value):
+        message = _error(load, LOOM_CSRF_TRUSTED_ORIGINS=value)
+        assert message.startswith(f"LOOM_CSRF_TRUSTED_ORIGINS={value!r} lists")
+        assert "not an origin" in message
 
 
 class TestDatabaseUrl:
@@ -349,7 +377,7 @@ def _settings(extra_env, tmp_path, *names):
 
 
 def test_secret_key_default_is_flagged_and_env_wins(tmp_path):
-    assert _settings({}, tmp_path, "SECRET_KEY_IS_DEFAULT") == ["True"]
+    assert _settings({"LOOM_DEBUG": "1"}, tmp_path, "SECRET_KEY_IS_DEFAULT") == ["True"]
     key = "s" * 50
     assert _settings({"LOOM_SECRET_KEY": key}, tmp_path, "SECRET_KEY", "SECRET_KEY_IS_DEFAULT") == [
         repr(key),
@@ -358,13 +386,13 @@ def test_secret_key_default_is_flagged_and_env_wins(tmp_path):
 
 
 def test_data_dir_holds_the_default_database(tmp_path):
-    (name,) = _settings({}, tmp_path, "DATABASES['default']['NAME']")
+    (name,) = _settings({"LOOM_DEBUG": "1"}, tmp_path, "DATABASES['default']['NAME']")
     assert name == repr(str(tmp_path / "loom.sqlite3"))
 
 
 def test_unset_environment_reaches_settings(tmp_path):
     assert _settings(
-        {},
+        {"LOOM_DEBUG": "1"},  # and the development key: a laptop
         tmp_path,
         "DEBUG",
         "ALLOWED_HOSTS",
@@ -390,6 +418,7 @@ def test_environment_reaches_settings(tmp_path):
     values = _settings(
         {
             "LOOM_DEBUG": "false",
+            "LOOM_SECRET_KEY": TEST_KEY,
             "LOOM_ALLOWED_HOSTS": "loom.example",
             "ANTHROPIC_API_KEY": "sk-x",
             "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",

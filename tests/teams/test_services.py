@@ -164,3 +164,24 @@ class TestDatabaseConstraints:
         Turn.objects.create(team=team, agent=agents["coder"], status="done")
         with pytest.raises(IntegrityError), transaction.atomic():
             Turn.objects.create(team=team, agent=agents["coder"], status="running")
+
+
+def test_human_text_is_capped_and_nothing_is_stored(team, agents):
+    from teams import pm_requests
+    from teams.models import HUMAN_TEXT_LIMIT
+
+    too_long = "x" * (HUMAN_TEXT_LIMIT + 1)
+    with pytest.raises(InvalidInput, match="at most 20,000 are accepted"):
+        pm_requests.pm_message_post(team=team, content=too_long)
+    with pytest.raises(InvalidInput, match="At most 20000 characters"):
+        services.team_create(slug="long", goal=too_long)
+    with pytest.raises(InvalidInput, match="At most 20000 characters"):
+        services.anchor_save(team=team, key="k", value=too_long)
+    with pytest.raises(InvalidInput, match="At most 20000 characters"):
+        services.agent_create(team=team, name="verbose", role="coder", role_prompt=too_long)
+    request = pm_requests.pm_request_open(team=team, agent=agents["coach"], question="?")
+    with pytest.raises(InvalidInput, match="answer has 20,001 characters"):
+        pm_requests.pm_request_answer(request_id=request.id, answer=too_long)
+    assert not Message.objects.filter(kind="pm").exists()
+    assert not Team.objects.filter(slug="long").exists() and not Anchor.objects.exists()
+    pm_requests.pm_message_post(team=team, content="x" * HUMAN_TEXT_LIMIT)  # the limit itself

@@ -168,3 +168,10 @@ def test_live_view_warns_about_agents_whose_model_cannot_run(manager, team, agen
     agents["coder"].save(update_fields=["model"])
     page = manager.get("/teams/alpha/").content.decode()
     assert "coder: ANTHROPIC_API_KEY is not set" in page
+
+
+def test_a_megabyte_pm_post_is_a_form_error_and_nothing_is_stored(manager, team):
+    response = manager.post("/teams/alpha/post/", {"content": "x" * 1_000_000}, follow=True)
+    assert response.status_code == 200
+    assert "at most 20,000 are accepted" in response.content.decode()
+    assert not Message.objects.filter(kind="pm").exists()

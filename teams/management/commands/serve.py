@@ -46,6 +46,14 @@ class Command(BaseCommand):
             log.info("Turn worker %s and the sweeper are running in this process.", WORKER_ID)
 
         _check_port_free(host, port)
+        if settings.DEBUG and settings.SECRET_KEY_IS_DEFAULT:
+            self.stdout.write(
+                self.style.WARNING(
+                    "Local development mode: DEBUG is on and the public development key is "
+                    "in use. For production set LOOM_SECRET_KEY (DEBUG is then off) and see "
+                    "the README's Production section."
+                )
+            )
         _warn_about_models()
         self.stdout.write(f"Loom on http://{host}:{port}/ (admin at /admin/). Ctrl-C stops.")
         Server(
