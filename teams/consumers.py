@@ -4,7 +4,9 @@ The sockets' handlers are derived from teams.events: every event declared for an
 audience gets a handler on that audience's consumer, so none can be forgotten."""
 
 import asyncio
+import logging
 import time
+import weakref
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
@@ -19,10 +21,30 @@ from teams.events import Audience
 from teams.models import Team
 from teams.schemas import MessageOut, PMRequestOut, QueryOut
 
+log = logging.getLogger("loom.consumers")
+
 MAX_CONCURRENT_TURNS = 8
 # How stale a socket's view of its user's rights may get: a PM removed from a
 # team, demoted or deactivated stops receiving within this many seconds.
 ACCESS_RECHECK_SECONDS = 5.0
+
+# Close codes of the live sockets (README, "Live events"); the pages stop
+# reconnecting on each of them and say why.
+CLOSE_ACCESS_REFUSED = 4403  # may not see this (any more), or not logged in
+CLOSE_CLIENT_SENT = 4400  # the socket only speaks: a client must not send anything
+CLOSE_TOO_MANY_SOCKETS = 4429  # the user has MAX_SOCKETS_PER_USER live sockets open
+
+# Live sockets one user may hold open at once, both routes together.
+MAX_SOCKETS_PER_USER = 20
+# A socket's slot is a lease renewed while it lives, so the slots of a process
+# that died free themselves within this many seconds.
+SOCKET_LEASE_SECONDS = 60.0
+
+# What a socket is sent on connect to catch up: at most this many of the newest
+# missed messages and this many characters of their content; the connect
+# `team.status` says how many older ones were left out (`catch_up_omitted`).
+CATCH_UP_MAX_MESSAGES = 200
+CATCH_UP_MAX_CHARS = 256 * 1024
 
 
 class TurnWorkerConsumer(AsyncConsumer):
@@ -60,14 +82,61 @@ def serves(audience: Audience):
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
     """A server-to-browser stream that re-reads the user's visible teams now and
-    then, not only at connect."""
+    then, not only at connect, and holds one of its user's socket slots."""
 
     audience = Audience.NONE
     checked_at = 0.0
     team_ids: set[int] = frozenset()
+    slot_user_id: int | None = None
+    renewer: asyncio.Task | None = None
 
-    async def receive(self, text_data=None, bytes_data=None, **kwargs):
-        """These sockets only speak: whatever a client sends is ignored, garbage included."""
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:  # however the socket ends, cancelled included
+            await self.release_slot()
+
+    async def websocket_receive(self, message):
+        """These sockets only speak. The first frame a client sends, text or bytes,
+        closes the socket (CLOSE_CLIENT_SENT) and ends the consumer: nothing is
+        decoded, and nothing the client sends after it is read."""
+        await self.close(code=CLOSE_CLIENT_SENT)
+        await self.websocket_disconnect({"code": CLOSE_CLIENT_SENT})  # raises StopConsumer
+
+    async def take_slot(self) -> bool:
+        """One of the user's MAX_SOCKETS_PER_USER slots, or False when all are taken."""
+        slots = socket_slots(self.channel_layer)
+        user_id = self.scope["user"].pk
+        if not await slots.take(user_id, self.channel_name, MAX_SOCKETS_PER_USER):
+            return False
+        self.slot_user_id = user_id
+        self.renewer = asyncio.ensure_future(self._renew_slot(slots))
+        return True
+
+    async def _renew_slot(self, slots):
+        while True:
+            await asyncio.sleep(SOCKET_LEASE_SECONDS / 3)
+            try:
+                await slots.renew(self.slot_user_id, self.channel_name)
+            except Exception as exc:  # a channel layer blip: try again next time
+                log.warning("Could not renew a socket slot: %s", exc)
+
+    async def release_slot(self):
+        if self.renewer is not None:
+            self.renewer.cancel()
+            self.renewer = None
+        if self.slot_user_id is not None:
+            user_id, self.slot_user_id = self.slot_user_id, None
+            try:
+                await socket_slots(self.channel_layer).release(user_id, self.channel_name)
+            except Exception as exc:  # the lease runs out on its own
+                log.warning("Could not release a socket slot: %s", exc)
+
+    async def refuse_busy(self):
+        """Over the cap. Accepted first, so the browser sees the close code (a close
+        before accepting reaches it as a failed handshake)."""
+        await self.accept()
+        await self.close(code=CLOSE_TOO_MANY_SOCKETS)
 
     async def refresh_access(self, *, force: bool = False) -> set[int] | None:
         now = time.monotonic()
@@ -99,7 +168,10 @@ class TeamConsumer(LiveConsumer):
             user=self.scope.get("user"), slug=slug
         )
         if self.team is None:
-            await self.close(code=4403)
+            await self.close(code=CLOSE_ACCESS_REFUSED)
+            return
+        if not await self.take_slot():
+            await self.refuse_busy()
             return
         self.team_ids, self.checked_at = {self.team.id}, time.monotonic()
         self.group = events.team_group(self.team.id)
@@ -107,10 +179,10 @@ class TeamConsumer(LiveConsumer):
         await self.accept()
         # Catch up on what happened between rendering the page (or losing the
         # connection) and joining the group; the page drops duplicates by id.
-        for event in await database_sync_to_async(team_catch_up)(
+        for wire in await database_sync_to_async(team_catch_up)(
             self.team.id, _after_id(self.scope)
         ):
-            await self.send_json(event.wire())
+            await self.send_json(wire)
 
     async def disconnect(self, code):
         if getattr(self, "group", None):
@@ -119,7 +191,7 @@ class TeamConsumer(LiveConsumer):
     async def may_see(self, event, wire) -> bool:
         visible = await self.refresh_access()
         if visible is None or self.team.id not in visible:  # demoted, removed, deactivated
-            await self.close(code=4403)
+            await self.close(code=CLOSE_ACCESS_REFUSED)
             return False
         return True
 
@@ -131,7 +203,10 @@ class PMInboxConsumer(LiveConsumer):
     async def connect(self):
         user = self.scope.get("user")
         if await self.refresh_access(force=True) is None:
-            await self.close(code=4403)
+            await self.close(code=CLOSE_ACCESS_REFUSED)
+            return
+        if not await self.take_slot():
+            await self.refuse_busy()
             return
         await self.channel_layer.group_add(events.INBOX_GROUP, self.channel_name)
         await self.accept()
@@ -148,7 +223,7 @@ class PMInboxConsumer(LiveConsumer):
         # stops showing at the next periodic check.
         visible = await self.refresh_access(force=team_id not in self.team_ids)
         if visible is None:
-            await self.close(code=4403)
+            await self.close(code=CLOSE_ACCESS_REFUSED)
             return False
         return team_id in visible
 
@@ -178,15 +253,19 @@ QUERY_EVENT_BY_HOP = {
 }
 
 
-def team_catch_up(team_id: int, after_id: int) -> list[events.Event]:
-    """What a page may have missed: the messages after `after_id`, the latest
+def team_catch_up(team_id: int, after_id: int) -> list[dict]:
+    """What a page may have missed, as wire dicts: the newest messages after
+    `after_id` (within CATCH_UP_MAX_MESSAGES and CATCH_UP_MAX_CHARS), the latest
     questions between agents as they stand now, then the team's status with its
-    open PM request."""
+    open PM request and how many missed messages were left out."""
     team = Team.objects.get(pk=team_id)
-    missed = [
-        events.MessageCreated(message=MessageOut.of(m))
-        for m in selectors.team_messages_after(team=team, after_id=after_id)
-    ]
+    messages, omitted = selectors.team_messages_after_bounded(
+        team=team,
+        after_id=after_id,
+        max_messages=CATCH_UP_MAX_MESSAGES,
+        max_chars=CATCH_UP_MAX_CHARS,
+    )
+    missed = [events.MessageCreated(message=MessageOut.of(m)) for m in messages]
     queries = [
         QUERY_EVENT_BY_HOP.get(q.hops[-1].get("kind") if q.hops else "", events.QueryAsked)(
             query=QueryOut.of(q)
@@ -196,8 +275,96 @@ def team_catch_up(team_id: int, after_id: int) -> list[events.Event]:
     request = selectors.team_open_pm_request(team=team)
     status = events.TeamStatusChanged.of(team)
     status.pm_request = PMRequestOut.of(request) if request else None
-    return [*missed, *queries, status]
+    # On the connect status only; not declared on TeamStatusChanged (yet).
+    status_wire = {**status.wire(), "catch_up_omitted": omitted}
+    return [*(event.wire() for event in [*missed, *queries]), status_wire]
 
 
 def _open_requests(user) -> list[PMRequestOut]:
     return [PMRequestOut.of(r) for r in selectors.open_pm_requests_for(user=user)]
+
+
+# --- socket slots: MAX_SOCKETS_PER_USER live sockets per user ---------------------
+
+
+class LocalSocketSlots:
+    """The slots of the sockets this process serves. With the in-memory channel
+    layer the site is one process, so this is the whole count; with another layer
+    that is not Redis it is per process (a known limit: N processes allow N times
+    the cap)."""
+
+    def __init__(self):
+        self.leases: dict[int, dict[str, float]] = {}
+
+    async def take(self, user_id: int, channel: str, limit: int) -> bool:
+        now = time.monotonic()
+        held = self.leases.setdefault(user_id, {})
+        for name in [name for name, deadline in held.items() if deadline <= now]:
+            del held[name]
+        if len(held) >= limit:
+            return False
+        held[channel] = now + SOCKET_LEASE_SECONDS
+        return True
+
+    async def renew(self, user_id: int, channel: str) -> None:
+        self.leases.setdefault(user_id, {})[channel] = time.monotonic() + SOCKET_LEASE_SECONDS
+
+    async def release(self, user_id: int, channel: str) -> None:
+        held = self.leases.get(user_id, {})
+        held.pop(channel, None)
+        if not held:
+            self.leases.pop(user_id, None)
+
+
+class RedisSocketSlots:
+    """The slots of every process, in the Redis of the channels-redis layer: a
+    sorted set per user of channel names scored by lease deadline. Taking a slot
+    drops expired leases, adds this socket and counts, in one transaction, so
+    processes racing for the last slot cannot both get it."""
+
+    def __init__(self, layer):
+        self.layer = layer
+
+    def _key(self, user_id: int) -> str:
+        return f"{self.layer.prefix}:loom-sockets:{user_id}"
+
+    def _redis(self, key: str):
+        return self.layer.connection(self.layer.consistent_hash(key))
+
+    async def take(self, user_id: int, channel: str, limit: int) -> bool:
+        key, now = self._key(user_id), time.time()
+        redis = self._redis(key)
+        async with redis.pipeline(transaction=True) as pipe:
+            pipe.zremrangebyscore(key, "-inf", now)
+            pipe.zadd(key, {channel: now + SOCKET_LEASE_SECONDS})
+            pipe.zcard(key)
+            pipe.expire(key, int(SOCKET_LEASE_SECONDS) + 1)
+            count = (await pipe.execute())[2]
+        if count > limit:
+            await redis.zrem(key, channel)
+            return False
+        return True
+
+    async def renew(self, user_id: int, channel: str) -> None:
+        key = self._key(user_id)
+        redis = self._redis(key)
+        async with redis.pipeline(transaction=True) as pipe:
+            pipe.zadd(key, {channel: time.time() + SOCKET_LEASE_SECONDS})
+            pipe.expire(key, int(SOCKET_LEASE_SECONDS) + 1)
+            await pipe.execute()
+
+    async def release(self, user_id: int, channel: str) -> None:
+        await self._redis(self._key(user_id)).zrem(self._key(user_id), channel)
+
+
+_slots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def socket_slots(layer) -> LocalSocketSlots | RedisSocketSlots:
+    """The slot keeper for a channel layer: Redis-wide for channels-redis (the
+    scaled-out mode), this process's own otherwise."""
+    slots = _slots.get(layer)
+    if slots is None:
+        is_redis = callable(getattr(layer, "connection", None)) and hasattr(layer, "prefix")
+        slots = _slots[layer] = RedisSocketSlots(layer) if is_redis else LocalSocketSlots()
+    return slots

@@ -1,6 +1,7 @@
 """Reads. Query-building lives here so views, API, admin and the engine agree."""
 
 from django.db.models import QuerySet, Sum
+from django.db.models.functions import Length
 
 from teams.errors import NotFound
 from teams.models import Agent, Message, PMRequest, Query, Team, Turn
@@ -79,6 +80,37 @@ def team_messages_after(*, team: Team, after_id: int) -> list[Message]:
     """Conversation messages newer than `after_id` (a live page catching up), oldest first."""
     newer = team_conversation(team=team).filter(id__gt=after_id).order_by("-id")
     return list(reversed(newer[:TRANSCRIPT_LIMIT]))
+
+
+def team_messages_after_bounded(
+    *, team: Team, after_id: int, max_messages: int, max_chars: int
+) -> tuple[list[Message], int]:
+    """What a live page missed, bounded: of the conversation messages newer than
+    `after_id`, the newest that fit in `max_messages` and `max_chars` characters of
+    content (oldest first), and how many older ones among them were left out.
+
+    Sizes are read first (no content), so a page far behind never loads more than
+    the bound."""
+    newer = team_conversation(team=team).filter(id__gt=after_id)
+    sizes = list(
+        newer.order_by("-id")
+        .annotate(size=Length("content"))
+        .values_list("id", "size")[:max_messages]
+    )
+    keep, total = [], 0
+    for message_id, size in sizes:
+        total += size or 0
+        if total > max_chars:
+            break
+        keep.append(message_id)
+    messages = list(team_conversation(team=team).filter(id__in=keep)) if keep else []
+    if keep:
+        omitted = newer.filter(id__lt=keep[-1]).count()
+    elif sizes:
+        omitted = newer.filter(id__lte=sizes[0][0]).count()
+    else:
+        omitted = 0
+    return messages, omitted
 
 
 def team_transcript(*, team: Team) -> list[Message]:

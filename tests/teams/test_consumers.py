@@ -303,8 +303,9 @@ async def test_pm_inbox_socket_closes_for_a_deactivated_user(monkeypatch):
     await communicator.disconnect()
 
 
-async def test_sockets_ignore_what_clients_send():
-    """The sockets only speak; garbage from a client neither crashes nor closes them."""
+async def test_sockets_close_when_a_client_sends():
+    """The sockets only speak: the first frame a client sends, garbage or not,
+    closes the socket with 4400 (tests/teams/test_socket_limits.py floods one)."""
     await database_sync_to_async(make_team)()
     user = await database_sync_to_async(make_user)("hank", superuser=True)
     for path in ("/ws/teams/alpha/", "/ws/pm/"):
@@ -314,9 +315,16 @@ async def test_sockets_ignore_what_clients_send():
             await communicator.receive_json_from()  # the connect events
         await communicator.send_to(text_data="{not json")
         await communicator.send_to(bytes_data=b"\x00\xff")
-        await communicator.send_json_to({"event": "team.status", "status": "done"})
-        assert await communicator.receive_nothing(timeout=0.3)
-        await communicator.disconnect()
+        closed = await communicator.receive_output(timeout=5)
+        assert closed == {"type": "websocket.close", "code": 4400}
+        await communicator.wait(timeout=5)
+        assert communicator.future.exception() is None
+    # The server goes on serving others.
+    communicator = connect(user)
+    assert (await communicator.connect())[0]
+    seen = await receive_until(communicator, lambda e: e["event"] == "team.status")
+    assert seen[-1]["status"] == "idle"
+    await communicator.disconnect()
 
 
 async def test_turn_finished_reports_what_the_turn_cost(messages_api):

@@ -54,11 +54,30 @@
         button.disabled = button.hidden = !t.actions.includes(button.value);
       });
     }
+    // On (re)connect the server says how many missed messages it did not send.
+    if ("catch_up_omitted" in t) showOmitted(t.catch_up_omitted);
     // On (re)connect the server says which PM request, if any, is open now.
     if ("pm_request" in t) {
       if (t.pm_request) showRequest(t.pm_request);
       else $("pm-request").hidden = true;
     }
+  }
+
+  // Catch-up on connect is bounded: say how many earlier messages are missing.
+  function showOmitted(count) {
+    let note = $("catch-up-note");
+    if (!count) {
+      if (note) note.remove();
+      return;
+    }
+    if (!note) {
+      note = el("p", "live-notice catch-up-note");
+      note.id = "catch-up-note";
+      note.setAttribute("role", "status");
+      conversation.before(note);
+    }
+    const what = count === 1 ? "1 earlier message was" : `${count} earlier messages were`;
+    note.textContent = `${what} not sent live; reload the page to see them.`;
   }
 
   function lastId() {

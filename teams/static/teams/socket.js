@@ -1,8 +1,14 @@
 // One live connection for a page: reconnects after a drop (the page says so while
-// it is down) and gives up, telling the reader why, when the server refuses access.
+// it is down) and gives up, telling the reader why, when the server closes it for a
+// reason a retry cannot fix (the close codes in teams/consumers.py).
+// The socket only listens: the server closes it (4400) if the page ever sends.
 (function () {
   "use strict";
-  const ACCESS_REFUSED = 4403;
+  const FINAL = {
+    4403: "Live updates stopped: you may no longer see this (or your session ended). Reload the page.",
+    4400: "Live updates stopped: the page sent the server something it does not accept. Reload the page.",
+    4429: "Live updates stopped: you have too many live pages open. Close some, then reload this one.",
+  };
 
   function notice(text) {
     const box = document.getElementById("live-notice");
@@ -22,9 +28,9 @@
       };
       ws.onopen = () => { document.body.dataset.live = "on"; notice(""); };
       ws.onclose = (closed) => {
-        if (closed.code === ACCESS_REFUSED) {
+        if (closed.code in FINAL) {
           document.body.dataset.live = "refused";
-          notice("Live updates stopped: you may no longer see this (or your session ended). Reload the page.");
+          notice(FINAL[closed.code]);
           return;
         }
         if (document.body.dataset.live === "on") notice("Connection lost; reconnecting…");
