@@ -275,9 +275,8 @@ def team_catch_up(team_id: int, after_id: int) -> list[dict]:
     request = selectors.team_open_pm_request(team=team)
     status = events.TeamStatusChanged.of(team)
     status.pm_request = PMRequestOut.of(request) if request else None
-    # On the connect status only; not declared on TeamStatusChanged (yet).
-    status_wire = {**status.wire(), "catch_up_omitted": omitted}
-    return [*(event.wire() for event in [*missed, *queries]), status_wire]
+    status.catch_up_omitted = omitted
+    return [event.wire() for event in [*missed, *queries, status]]
 
 
 def _open_requests(user) -> list[PMRequestOut]:

@@ -102,6 +102,8 @@ class TeamStatusChanged(TeamStatusOut, Event):
     name = "team.status"
     audience = Audience.TEAM
     pm_request: PMRequestOut | None = None
+    # On connect only: missed messages the catch-up left out (beyond its bounds).
+    catch_up_omitted: int | None = None
 
 
 @declare
