@@ -1,6 +1,10 @@
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import get_fields_from_path
+from django.db.models import Q
+from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -25,6 +29,116 @@ from teams.models import (
 )
 from tools.mesh import drift_report
 
+# --- who sees what --------------------------------------------------------------
+#
+# One rule: selectors.teams_visible_to (superusers every team, active staff the teams
+# they manage, nobody else). Every teams-app row reaches its team by the path below;
+# the admin's lists, change pages, actions, filters and choice lists all go through
+# it, so another team's row is as absent as a deleted one.
+
+TEAM_PATHS = {
+    Team: "pk",
+    Agent: "team",
+    Turn: "team",
+    TurnStep: "turn__team",
+    Query: "team",
+    Message: "team",
+    Keeper: "team",
+    KeeperEntry: "keeper__team",
+    Anchor: "team",
+    AnchorRevision: "anchor__team",
+    PMRequest: "team",
+    Consultation: "team",
+    ApiToken: "team",
+}
+
+# The "PM" group (made by `manage.py loom_demo`): what the console is for, per the
+# README: run and edit teams, agents and anchors, read their history, answer PM
+# requests, see API tokens. Staff in this group see only the teams they manage.
+PM_GROUP = "PM"
+PM_PERMISSIONS = (
+    "view_team",
+    "change_team",
+    "view_agent",
+    "change_agent",
+    "view_anchor",
+    "change_anchor",
+    "view_message",
+    "view_turn",
+    "view_turnstep",
+    "view_query",
+    "view_keeper",
+    "view_keeperentry",
+    "view_anchorrevision",
+    "view_pmrequest",
+    "change_pmrequest",
+    "view_apitoken",
+)
+
+
+def visible_teams_q(request, model) -> Q | None:
+    """The condition on `model`'s rows for the request's user, or None when `model`
+    belongs to no team."""
+    path = TEAM_PATHS.get(model)
+    if path is None:
+        return None
+    return Q(**{f"{path}__in": selectors.teams_visible_to(user=request.user)})
+
+
+def visible_rows(request, queryset):
+    """The rows of `queryset` the request's user may see."""
+    condition = visible_teams_q(request, queryset.model)
+    return queryset if condition is None else queryset.filter(condition)
+
+
+class VisibleRelatedFieldListFilter(admin.RelatedFieldListFilter):
+    """A list filter on a team, agent, turn... offering only the visible ones."""
+
+    def field_choices(self, field, request, model_admin):
+        ordering = self.field_admin_ordering(field, request, model_admin)
+        condition = visible_teams_q(request, field.related_model)
+        return field.get_choices(
+            include_blank=False, limit_choices_to=condition or Q(), ordering=ordering
+        )
+
+
+class ScopedChoicesMixin:
+    """Foreign-key and many-to-many choices limited to the user's visible teams."""
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        field = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        if field is not None and getattr(field, "queryset", None) is not None:
+            field.queryset = visible_rows(request, field.queryset)
+        return field
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        field = super().formfield_for_manytomany(db_field, request, **kwargs)
+        if field is not None and getattr(field, "queryset", None) is not None:
+            field.queryset = visible_rows(request, field.queryset)
+        return field
+
+
+class TeamScopedAdmin(ScopedChoicesMixin, admin.ModelAdmin):
+    """A teams-app admin whose lists, pages, actions, filters and choices show only
+    the rows of the teams the user may see (TEAM_PATHS[model] leads to the team)."""
+
+    @property
+    def team_path(self) -> str:
+        return TEAM_PATHS[self.model]
+
+    def get_queryset(self, request):
+        return visible_rows(request, super().get_queryset(request))
+
+    def get_list_filter(self, request):
+        scoped = []
+        for entry in super().get_list_filter(request):
+            if isinstance(entry, str):
+                field = get_fields_from_path(self.model, entry)[-1]
+                if field.is_relation and field.related_model in TEAM_PATHS:
+                    entry = (entry, VisibleRelatedFieldListFilter)
+            scoped.append(entry)
+        return scoped
+
 
 class HistoryAdminMixin:
     """Rows that record what happened: visible, never edited by hand."""
@@ -36,7 +150,7 @@ class HistoryAdminMixin:
         return False
 
 
-class HistoryInline(admin.TabularInline):
+class HistoryInline(ScopedChoicesMixin, admin.TabularInline):
     """Inline rows of history: shown, never added, changed or deleted here."""
 
     extra = 0
@@ -49,7 +163,7 @@ class HistoryInline(admin.TabularInline):
         return False
 
 
-class AgentInline(admin.TabularInline):
+class AgentInline(ScopedChoicesMixin, admin.TabularInline):
     model = Agent
     extra = 0
     fields = ("name", "role", "model", "position", "turns", "drift_score")
@@ -57,7 +171,7 @@ class AgentInline(admin.TabularInline):
     show_change_link = True
 
 
-class AnchorInline(admin.TabularInline):
+class AnchorInline(ScopedChoicesMixin, admin.TabularInline):
     model = Anchor
     extra = 0
     fields = ("key", "value", "updated_by", "updated_at")
@@ -65,7 +179,7 @@ class AnchorInline(admin.TabularInline):
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(TeamScopedAdmin):
     list_display = (
         "slug",
         "name",
@@ -112,6 +226,20 @@ class TeamAdmin(admin.ModelAdmin):
         ),
     )
 
+    # Who manages a team decides who sees it, and the workspace is a folder on the
+    # server: only superusers set either. Only superusers add teams (see
+    # has_add_permission).
+    superuser_fields = ("managers", "workspace")
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = super().get_readonly_fields(request, obj)
+        if request.user.is_superuser:
+            return readonly
+        return (*readonly, *self.superuser_fields)
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser and super().has_add_permission(request)
+
     @admin.display(description="live view")
     def live_link(self, obj):
         if obj.pk is None:
@@ -138,6 +266,8 @@ class TeamAdmin(admin.ModelAdmin):
             for agent_form in formset.forms:
                 if agent_form in formset.deleted_forms or not agent_form.has_changed():
                     continue
+                if agent_form in formset.initial_forms and agent_form.instance.pk is None:
+                    continue  # an id not among this team's agents (tampered): as Django does
                 save_changed_fields(agent_form)
             formset.save(commit=False)
             for agent in formset.deleted_objects:
@@ -194,7 +324,7 @@ def save_changed_fields(form) -> None:
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(TeamScopedAdmin):
     list_display = ("name", "team", "role", "model", "position", "turns", "drift_score")
     list_filter = ("role", "team")
     search_fields = ("name", "team__slug", "role_prompt")
@@ -275,7 +405,7 @@ class AgentAdmin(admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(HistoryAdminMixin, admin.ModelAdmin):
+class MessageAdmin(HistoryAdminMixin, TeamScopedAdmin):
     list_display = ("id", "team", "kind", "speaker", "recipient", "phase", "short", "created_at")
     list_filter = ("kind", "team", "phase")
     search_fields = ("content", "author__name", "author_label")
@@ -292,7 +422,7 @@ class TurnStepInline(HistoryInline):
 
 
 @admin.register(Turn)
-class TurnAdmin(admin.ModelAdmin):
+class TurnAdmin(TeamScopedAdmin):
     list_display = (
         "id",
         "team",
@@ -316,7 +446,7 @@ class TurnAdmin(admin.ModelAdmin):
 
 
 @admin.register(TurnStep)
-class TurnStepAdmin(HistoryAdminMixin, admin.ModelAdmin):
+class TurnStepAdmin(HistoryAdminMixin, TeamScopedAdmin):
     list_display = (
         "id",
         "turn",
@@ -345,7 +475,7 @@ class TurnStepAdmin(HistoryAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Query)
-class QueryAdmin(admin.ModelAdmin):
+class QueryAdmin(TeamScopedAdmin):
     list_display = ("key", "team", "origin", "target", "status", "hop_count", "expires_at")
     list_filter = ("status", "team")
     search_fields = ("key", "question", "answer")
@@ -378,7 +508,7 @@ class KeeperEntryInline(HistoryInline):
 
 
 @admin.register(Keeper)
-class KeeperAdmin(admin.ModelAdmin):
+class KeeperAdmin(TeamScopedAdmin):
     list_display = ("id", "topic", "team", "agent", "created_at")
     list_filter = ("team",)
     search_fields = ("topic", "index_entry")
@@ -387,7 +517,7 @@ class KeeperAdmin(admin.ModelAdmin):
 
 
 @admin.register(KeeperEntry)
-class KeeperEntryAdmin(HistoryAdminMixin, admin.ModelAdmin):
+class KeeperEntryAdmin(HistoryAdminMixin, TeamScopedAdmin):
     list_display = ("id", "keeper", "position", "role", "content")
     search_fields = ("content",)
     list_select_related = ("keeper",)
@@ -399,7 +529,7 @@ class AnchorRevisionInline(HistoryInline):
 
 
 @admin.register(Anchor)
-class AnchorAdmin(admin.ModelAdmin):
+class AnchorAdmin(TeamScopedAdmin):
     list_display = ("key", "team", "value", "updated_by", "updated_at")
     list_filter = ("team",)
     search_fields = ("key", "value")
@@ -408,7 +538,7 @@ class AnchorAdmin(admin.ModelAdmin):
 
 
 @admin.register(AnchorRevision)
-class AnchorRevisionAdmin(HistoryAdminMixin, admin.ModelAdmin):
+class AnchorRevisionAdmin(HistoryAdminMixin, TeamScopedAdmin):
     list_display = ("anchor", "value", "changed_by", "created_at")
     list_select_related = ("anchor", "anchor__team")
 
@@ -431,7 +561,7 @@ class PMRequestAnswerForm(forms.ModelForm):
 
 
 @admin.register(PMRequest)
-class PMRequestAdmin(admin.ModelAdmin):
+class PMRequestAdmin(TeamScopedAdmin):
     list_display = ("id", "team", "agent", "status", "question", "created_at", "answered_at")
     list_filter = ("status", "team")
     search_fields = ("question", "answer")
@@ -462,13 +592,30 @@ class PMRequestAdmin(admin.ModelAdmin):
 
 @admin.register(ConsultantProfile)
 class ConsultantProfileAdmin(admin.ModelAdmin):
+    """Profiles belong to no team and serve every team: superusers only."""
+
     list_display = ("name", "model", "enabled")
     list_filter = ("enabled",)
     search_fields = ("name", "model")
 
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_add_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
 
 @admin.register(Consultation)
-class ConsultationAdmin(HistoryAdminMixin, admin.ModelAdmin):
+class ConsultationAdmin(HistoryAdminMixin, TeamScopedAdmin):
     list_display = ("id", "team", "agent", "profile", "status", "task_type", "created_at")
     list_filter = ("status", "team")
     search_fields = ("prompt",)
@@ -476,7 +623,7 @@ class ConsultationAdmin(HistoryAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(TeamScopedAdmin):
     list_display = ("name", "team", "prefix", "created_at", "last_used_at", "revoked_at")
     list_filter = ("team",)
     search_fields = ("name", "prefix")
@@ -489,4 +636,24 @@ class ApiTokenAdmin(admin.ModelAdmin):
             return super().save_model(request, obj, form, change)
         token, raw_key = services.api_token_create(team=obj.team, name=obj.name)
         obj.pk, obj.prefix, obj.key_hash = token.pk, token.prefix, token.key_hash
-        messages.warning(request, f"Token created. Copy it now, it is not shown again: {raw_key}")
+        obj._raw_key = raw_key  # for response_add only; never stored
+
+    def response_add(self, request, obj, post_url_continue=None):
+        """Show the new key once, in this response's body only: not in a message (the
+        messages cookie is signed, not encrypted), the session or a redirect."""
+        raw_key = getattr(obj, "_raw_key", None)
+        if raw_key is None:
+            return super().response_add(request, obj, post_url_continue)
+        del obj._raw_key
+        opts = self.opts
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "API token created",
+            "opts": opts,
+            "token": obj,
+            "raw_key": raw_key,
+            "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
+        }
+        response = TemplateResponse(request, "admin/teams/apitoken/created.html", context)
+        add_never_cache_headers(response)
+        return response

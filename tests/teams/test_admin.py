@@ -1,9 +1,12 @@
+import re
+
 import pytest
 from django.contrib import admin
 from django.urls import reverse
 
 from teams import pm_requests, questions, services
 from teams.models import (
+    ApiToken,
     ConsultantProfile,
     Consultation,
     Keeper,
@@ -14,22 +17,33 @@ from teams.models import (
 )
 
 
+def one_of_each(team) -> dict:
+    """One row of every teams-app model for `team` (which has a coach and a coder),
+    by model; its texts name the team. The consultant profile is shared."""
+    coach = team.agents.get(name="coach")
+    message = services.message_add(team=team, content=f"<b>hello</b> {team.slug}", author=coach)
+    anchor = services.anchor_save(team=team, key="lang", value=f"Python for {team.slug}")
+    pm_request = pm_requests.pm_request_open(team=team, question=f"Scope {team.slug}?", agent=coach)
+    query = questions.ask(team=team, question=f"Why {team.slug}?", origin=coach, target="coder")
+    turn = Turn.objects.create(team=team, agent=coach, status="done", input_tokens=10)
+    step = TurnStep.objects.create(turn=turn, index=0, kind="model", content=[{"type": "text"}])
+    keeper = Keeper.objects.create(team=team, agent=coach, topic=f"auth {team.slug}")
+    entry = KeeperEntry.objects.create(
+        keeper=keeper, message=message, position=0, role="coach", content=f"x {team.slug}"
+    )
+    profile, _ = ConsultantProfile.objects.get_or_create(name="critic", model="claude-haiku-4-5")
+    consultation = Consultation.objects.create(
+        team=team, agent=coach, profile=profile, prompt=f"Check {team.slug}"
+    )
+    token, _ = services.api_token_create(team=team, name=f"ci-{team.slug}")
+    rows = [team, coach, message, anchor, pm_request, query, turn, step, keeper, entry]
+    rows += [profile, consultation, token, anchor.revisions.first()]
+    return {type(row): row for row in rows}
+
+
 @pytest.fixture
 def populated(team, agents):
-    coach = agents["coach"]
-    message = services.message_add(team=team, content="<b>hello</b>", author=coach)
-    services.anchor_save(team=team, key="lang", value="Python")
-    pm_requests.pm_request_open(team=team, question="Scope?", agent=coach)
-    questions.ask(team=team, question="Why?", origin=coach, target="coder")
-    turn = Turn.objects.create(team=team, agent=coach, status="done", input_tokens=10)
-    TurnStep.objects.create(turn=turn, index=0, kind="model", content=[{"type": "text"}])
-    keeper = Keeper.objects.create(team=team, agent=coach, topic="auth")
-    KeeperEntry.objects.create(
-        keeper=keeper, message=message, position=0, role="coach", content="x"
-    )
-    profile = ConsultantProfile.objects.create(name="critic", model="claude-haiku-4-5")
-    Consultation.objects.create(team=team, agent=coach, profile=profile, prompt="Check")
-    services.api_token_create(team=team, name="ci")
+    one_of_each(team)
     return team
 
 
@@ -54,7 +68,7 @@ def test_history_rows_are_read_only(admin_client, populated):
     response = admin_client.post(url, {"content": "rewritten"})
     assert response.status_code == 403
     message.refresh_from_db()
-    assert message.content == "<b>hello</b>"
+    assert message.content == "<b>hello</b> alpha"
     assert admin_client.get(reverse("admin:teams_message_add")).status_code == 403
 
 
@@ -64,14 +78,25 @@ def test_agent_output_is_escaped_in_admin(admin_client, populated):
     assert b"<b>hello</b>" not in response.content
 
 
-def test_add_api_token_in_admin_shows_key_once(admin_client, team):
+def test_add_api_token_in_admin_shows_key_once_and_never_in_a_cookie(admin_client, team):
+    """Bug: the raw key went into a message, i.e. the signed but readable cookie."""
     response = admin_client.post(
-        reverse("admin:teams_apitoken_add"), {"team": team.pk, "name": "bot"}, follow=True
+        reverse("admin:teams_apitoken_add"), {"team": team.pk, "name": "bot"}
     )
     assert response.status_code == 200
+    page = response.content.decode()
+    raw_key = re.search(r'<code id="api-token-key"[^>]*>(loom_[A-Za-z0-9_-]+)</code>', page)[1]
+    assert "Copy it now" in page and reverse("admin:teams_apitoken_changelist") in page
+    assert "no-store" in response["Cache-Control"]
     token = team.api_tokens.get(name="bot")
-    shown = [str(m) for m in response.context["messages"]]
-    assert any("loom_" in m and token.prefix in m for m in shown)
+    assert token.key_hash == ApiToken.hash_key(raw_key) and token.prefix == raw_key[:8]
+    assert raw_key not in str(ApiToken.objects.filter(pk=token.pk).values().get())
+    for cookie in [*response.cookies.values(), *admin_client.cookies.values()]:
+        assert raw_key not in cookie.value
+    assert raw_key not in str(dict(admin_client.session))
+    assert list(response.context["messages"]) == []
+    listing = admin_client.get(reverse("admin:teams_apitoken_changelist")).content.decode()
+    assert raw_key not in listing and token.prefix in listing  # shown once, only then
 
 
 def test_admin_add_duplicate_agent_is_a_form_error(admin_client, team):

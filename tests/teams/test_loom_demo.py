@@ -23,3 +23,21 @@ def test_loom_demo_uses_admin_password_from_env(db, monkeypatch):
     monkeypatch.setenv("LOOM_ADMIN_PASSWORD", "correct horse")
     call_command("loom_demo")
     assert get_user_model().objects.get(username="admin").check_password("correct horse")
+
+
+def test_loom_demo_makes_the_pm_group_with_exactly_its_permissions(db, monkeypatch):
+    from django.contrib.auth.models import Group, Permission
+
+    from teams.admin import PM_GROUP, PM_PERMISSIONS
+
+    monkeypatch.setenv("LOOM_ADMIN_PASSWORD", "correct horse")
+    call_command("loom_demo")
+    group = Group.objects.get(name=PM_GROUP)
+    group.permissions.add(Permission.objects.get(codename="delete_team"))  # drifted
+    call_command("loom_demo")
+    assert Group.objects.filter(name=PM_GROUP).count() == 1
+    codenames = set(group.permissions.values_list("codename", flat=True))
+    assert codenames == set(PM_PERMISSIONS)
+    assert {"view_team", "change_team", "change_pmrequest", "view_apitoken"} <= codenames
+    assert not {c for c in codenames if c.startswith(("add_", "delete_"))}
+    assert "change_apitoken" not in codenames and "view_consultantprofile" not in codenames

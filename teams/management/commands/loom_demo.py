@@ -2,10 +2,12 @@ import os
 import secrets
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.contrib.auth.models import Group, Permission
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from teams import services
+from teams.admin import PM_GROUP, PM_PERMISSIONS
 from teams.models import Team
 
 DEMO_SLUG = "demo"
@@ -21,8 +23,25 @@ DEMO_AGENTS = [
 ]
 
 
+def pm_group_ensure() -> Group:
+    """The "PM" group with exactly the admin permissions a PM needs (PM_PERMISSIONS):
+    made if missing, put back to exactly those if changed."""
+    group, _ = Group.objects.get_or_create(name=PM_GROUP)
+    permissions = list(
+        Permission.objects.filter(content_type__app_label="teams", codename__in=PM_PERMISSIONS)
+    )
+    missing = set(PM_PERMISSIONS) - {p.codename for p in permissions}
+    if missing:
+        raise CommandError(f"Missing permissions {sorted(missing)}: run migrate first.")
+    group.permissions.set(permissions)
+    return group
+
+
 class Command(BaseCommand):
-    help = "Create the demo team (slug 'demo') and the 'admin' account, if they are missing."
+    help = (
+        "Create the demo team (slug 'demo') and the 'admin' account if they are missing, "
+        "and the 'PM' group (give it to staff who manage teams)."
+    )
 
     def handle(self, *args, **options):
         with transaction.atomic():
@@ -35,6 +54,11 @@ class Command(BaseCommand):
             else:
                 self.stdout.write(f"The demo team '{team.slug}' already exists.")
             self._ensure_admin(team)
+            pm_group_ensure()
+            self.stdout.write(
+                f"The '{PM_GROUP}' group has the {len(PM_PERMISSIONS)} admin permissions a PM "
+                "needs; add staff PMs to it and to their teams' managers."
+            )
 
     def _ensure_admin(self, team):
         User = get_user_model()
