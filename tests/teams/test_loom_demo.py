@@ -1,3 +1,4 @@
+import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
@@ -20,9 +21,20 @@ def test_loom_demo_twice_leaves_one_demo_team(db, capsys, monkeypatch):
 
 
 def test_loom_demo_uses_admin_password_from_env(db, monkeypatch):
-    monkeypatch.setenv("LOOM_ADMIN_PASSWORD", "correct horse")
+    monkeypatch.setenv("LOOM_ADMIN_PASSWORD", "correct horse battery")
     call_command("loom_demo")
-    assert get_user_model().objects.get(username="admin").check_password("correct horse")
+    admin = get_user_model().objects.get(username="admin")
+    assert admin.check_password("correct horse battery")
+
+
+@pytest.mark.parametrize("weak", ["a", "password", "12345678901"])
+def test_a_weak_admin_password_is_refused_and_no_account_is_made(db, monkeypatch, weak):
+    from django.core.management.base import CommandError
+
+    monkeypatch.setenv("LOOM_ADMIN_PASSWORD", weak)
+    with pytest.raises(CommandError, match="LOOM_ADMIN_PASSWORD is too weak: "):
+        call_command("loom_demo")
+    assert not get_user_model().objects.filter(username="admin").exists()
 
 
 def test_loom_demo_makes_the_pm_group_with_exactly_its_permissions(db, monkeypatch):

@@ -3,6 +3,8 @@ import secrets
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
@@ -67,6 +69,12 @@ class Command(BaseCommand):
             password = os.environ.get("LOOM_ADMIN_PASSWORD")
             generated = not password
             password = password or secrets.token_urlsafe(12)
+            try:  # Django's password validators, the chosen password included
+                validate_password(password, User(username="admin", email="admin@localhost"))
+            except ValidationError as exc:
+                raise CommandError(
+                    "LOOM_ADMIN_PASSWORD is too weak: " + " ".join(exc.messages)
+                ) from None
             user = User.objects.create_superuser("admin", "admin@localhost", password)
             if generated:
                 self.stdout.write(
