@@ -76,12 +76,6 @@ def open_pm_requests_for(*, user) -> QuerySet[PMRequest]:
 TRANSCRIPT_LIMIT = 500
 
 
-def team_messages_after(*, team: Team, after_id: int) -> list[Message]:
-    """Conversation messages newer than `after_id` (a live page catching up), oldest first."""
-    newer = team_conversation(team=team).filter(id__gt=after_id).order_by("-id")
-    return list(reversed(newer[:TRANSCRIPT_LIMIT]))
-
-
 def team_messages_after_bounded(
     *, team: Team, after_id: int, max_messages: int, max_chars: int
 ) -> tuple[list[Message], int]:
