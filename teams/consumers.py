@@ -132,11 +132,12 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             except Exception as exc:  # the lease runs out on its own
                 log.warning("Could not release a socket slot: %s", exc)
 
-    async def refuse_busy(self):
-        """Over the cap. Accepted first, so the browser sees the close code (a close
-        before accepting reaches it as a failed handshake)."""
+    async def refuse(self, code: int):
+        """Refuse with a close code the page can act on: accepted first, since a close
+        before accepting reaches the browser as a failed handshake (1006), and the page
+        would keep retrying."""
         await self.accept()
-        await self.close(code=CLOSE_TOO_MANY_SOCKETS)
+        await self.close(code=code)
 
     async def refresh_access(self, *, force: bool = False) -> set[int] | None:
         now = time.monotonic()
@@ -168,10 +169,10 @@ class TeamConsumer(LiveConsumer):
             user=self.scope.get("user"), slug=slug
         )
         if self.team is None:
-            await self.close(code=CLOSE_ACCESS_REFUSED)
+            await self.refuse(CLOSE_ACCESS_REFUSED)
             return
         if not await self.take_slot():
-            await self.refuse_busy()
+            await self.refuse(CLOSE_TOO_MANY_SOCKETS)
             return
         self.team_ids, self.checked_at = {self.team.id}, time.monotonic()
         self.group = events.team_group(self.team.id)
@@ -203,10 +204,10 @@ class PMInboxConsumer(LiveConsumer):
     async def connect(self):
         user = self.scope.get("user")
         if await self.refresh_access(force=True) is None:
-            await self.close(code=CLOSE_ACCESS_REFUSED)
+            await self.refuse(CLOSE_ACCESS_REFUSED)
             return
         if not await self.take_slot():
-            await self.refuse_busy()
+            await self.refuse(CLOSE_TOO_MANY_SOCKETS)
             return
         await self.channel_layer.group_add(events.INBOX_GROUP, self.channel_name)
         await self.accept()

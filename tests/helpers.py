@@ -56,6 +56,16 @@ def socket(user, path):
     return communicator
 
 
+async def refused_with(communicator) -> int | None:
+    """The close code a socket is refused with (accepted, then closed at once), or
+    None when it stays open."""
+    connected, code = await communicator.connect()
+    if not connected:
+        return code
+    output = await communicator.receive_output(timeout=5)
+    return output.get("code") if output["type"] == "websocket.close" else None
+
+
 async def receive_until(communicator, predicate, limit=30):
     """Events from the socket until one matches; all of them, in order."""
     seen = []

@@ -20,6 +20,10 @@ async def open_socket(origin, host="127.0.0.1:8000", path="/ws/teams/alpha/", ex
         headers.append((b"origin", origin.encode()))
     communicator = WebsocketCommunicator(application, path, headers=[*headers, *extra])
     result = await communicator.connect()
+    if result[0]:  # accepted: the consumer may still refuse it with a close code
+        output = await communicator.receive_output(timeout=5)
+        if output["type"] == "websocket.close":
+            result = (False, output.get("code"))
     await communicator.disconnect()
     return result
 

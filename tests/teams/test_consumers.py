@@ -11,7 +11,7 @@ from teams import conversation, pm_requests, questions, services
 from teams.consumers import TurnWorkerConsumer
 from teams.models import Message, Team, Turn
 from tests.fakes.messages_api import text, tool
-from tests.helpers import drain, make_user, receive_until, socket
+from tests.helpers import drain, make_user, receive_until, refused_with, socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -61,9 +61,7 @@ async def test_client_sees_messages_and_passes_of_a_running_team(messages_api):
 
 async def test_anonymous_client_is_refused():
     await database_sync_to_async(make_team)()
-    communicator = connect(AnonymousUser())
-    connected, code = await communicator.connect()
-    assert not connected and code == 4403
+    assert await refused_with(connect(AnonymousUser())) == 4403
 
 
 async def test_manager_of_another_team_is_refused():
@@ -75,8 +73,7 @@ async def test_manager_of_another_team_is_refused():
         return user
 
     user = await database_sync_to_async(setup)()
-    connected, _ = await connect(user, "alpha").connect()
-    assert not connected
+    assert await refused_with(connect(user, "alpha")) == 4403
     communicator = connect(user, "beta")
     connected, _ = await communicator.connect()
     assert connected
@@ -92,8 +89,7 @@ async def test_full_asgi_stack_refuses_anonymous_websocket():
         "/ws/teams/alpha/",
         headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")],
     )
-    connected, _ = await communicator.connect()
-    assert not connected
+    assert await refused_with(communicator) == 4403
 
 
 async def test_worker_runs_a_woken_turn_once_despite_duplicate_wake_ups(messages_api):
@@ -134,7 +130,7 @@ async def test_pm_inbox_streams_only_the_users_teams():
 
     mine, theirs, user = await database_sync_to_async(setup)()
     anonymous = socket(AnonymousUser(), "/ws/pm/")
-    assert not (await anonymous.connect())[0]
+    assert await refused_with(anonymous) == 4403
 
     communicator = socket(user, "/ws/pm/")
     assert (await communicator.connect())[0]
