@@ -244,6 +244,11 @@ class LoomEnv(BaseSettings):
     csrf_trusted_origins: Annotated[list[str], NoDecode, BeforeValidator(_origins)] = Field(
         [], validation_alias="LOOM_CSRF_TRUSTED_ORIGINS"
     )
+    # How many proxies in front of Loom append to X-Forwarded-For (login throttling
+    # reads the client's address through them).
+    trusted_proxies: Annotated[int, EmptyIsUnset] = Field(
+        0, ge=0, le=5, validation_alias="LOOM_TRUSTED_PROXIES"
+    )
     # NoDecode: a comma list, not the JSON pydantic-settings expects for a list.
     allowed_hosts: Annotated[list[str], NoDecode, BeforeValidator(_hosts)] = Field(
         list(DEFAULT_HOSTS), validation_alias="LOOM_ALLOWED_HOSTS"
@@ -278,13 +283,21 @@ class LoomEnv(BaseSettings):
 
 
 def private_sqlite_file(path: Path) -> None:
-    """Create the database's folder (0700) and file (0600) for Loom's user alone, when
-    Loom is the one creating them; SQLite gives its -wal and -shm files the database
-    file's mode."""
+    """Keep the database's folder (0700) and file (0600, and its -wal and -shm) for
+    Loom's user alone: created so, and tightened when they exist and are Loom's user's
+    (an older install's 0644 file included)."""
     if not path.parent.exists():
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not path.exists():
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    for item, mode in [(path.parent, 0o700)] + [
+        (path.with_name(path.name + suffix), 0o600) for suffix in ("", "-wal", "-shm")
+    ]:
+        try:
+            if item.stat().st_uid == os.getuid() and item.stat().st_mode & 0o077:
+                item.chmod(mode)
+        except FileNotFoundError:
+            pass
 
 
 def load() -> LoomEnv:

@@ -85,6 +85,9 @@ AXES_FAILURE_LIMIT = 5
 AXES_COOLOFF_TIME = timedelta(minutes=15)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# The client's address behind LOOM_TRUSTED_PROXIES appending proxies (loomsite/client_ip).
+LOOM_TRUSTED_PROXIES = loom_env.trusted_proxies
+AXES_CLIENT_IP_CALLABLE = "loomsite.client_ip.client_ip"
 # The audit log names who failed from where (never the password, which axes masks).
 AXES_SENSITIVE_PARAMETERS: list[str] = []
 

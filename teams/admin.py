@@ -178,6 +178,17 @@ class AnchorInline(ScopedChoicesMixin, admin.TabularInline):
     readonly_fields = ("updated_by", "updated_at")
 
 
+def anchor_save_from(request, anchor: Anchor) -> Anchor:
+    """An anchor edited in the admin, saved as every anchor is: a revision kept, the
+    person named as its author."""
+    return services.anchor_save(
+        team=anchor.team,
+        key=anchor.key,
+        value=anchor.value,
+        changed_by=f"pm ({request.user.get_username()})",
+    )
+
+
 @admin.register(Team)
 class TeamAdmin(TeamScopedAdmin):
     list_display = (
@@ -273,6 +284,18 @@ class TeamAdmin(TeamScopedAdmin):
             for agent in formset.deleted_objects:
                 agent.delete()
             formset.save_m2m()
+            return
+        if formset.model is Anchor:
+            # Through the service, so each change keeps a revision and its author.
+            for anchor_form in formset.forms:
+                if anchor_form in formset.deleted_forms or not anchor_form.has_changed():
+                    continue
+                if anchor_form in formset.initial_forms and anchor_form.instance.pk is None:
+                    continue
+                anchor_save_from(request, anchor_form.instance)
+            formset.save(commit=False)
+            for anchor in formset.deleted_objects:
+                anchor.delete()
             return
         super().save_formset(request, form, formset, change)
 
@@ -535,6 +558,14 @@ class AnchorAdmin(TeamScopedAdmin):
     search_fields = ("key", "value")
     list_select_related = ("team",)
     inlines = (AnchorRevisionInline,)
+
+    def get_readonly_fields(self, request, obj=None):
+        # A key names the fact; changing it would start another anchor's history.
+        return ("team", "key") if obj is not None else ()
+
+    def save_model(self, request, obj, form, change):
+        saved = anchor_save_from(request, obj)
+        obj.pk, obj.updated_by = saved.pk, saved.updated_by
 
 
 @admin.register(AnchorRevision)

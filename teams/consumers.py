@@ -5,6 +5,7 @@ audience gets a handler on that audience's consumer, so none can be forgotten.""
 
 import asyncio
 import logging
+import re
 import time
 import weakref
 from urllib.parse import parse_qs
@@ -242,7 +243,8 @@ def _visible_team_ids(user) -> set[int] | None:
 
 def _after_id(scope) -> int:
     value = parse_qs(scope.get("query_string", b"").decode()).get("after", ["0"])[0]
-    return int(value) if value.isdigit() else 0
+    # ASCII digits only, and few: "²".isdigit() is true and int() of 5,000 digits raises.
+    return int(value) if re.fullmatch(r"[0-9]{1,18}", value) else 0
 
 
 # The event a query's latest hop stands for, to replay on connect.

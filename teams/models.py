@@ -104,6 +104,10 @@ human_text = MaxLengthValidator(
 PHASES_NEEDED = "A team needs at least one phase, each a non-empty name."
 
 
+MAX_PHASES = 1000
+PHASE_NAME_MAX = 60  # as Turn.phase and Message.phase store it
+
+
 def validate_phases(value) -> None:
     if (
         not isinstance(value, list)
@@ -111,6 +115,11 @@ def validate_phases(value) -> None:
         or not all(isinstance(p, str) and p.strip() for p in value)
     ):
         raise ValidationError(PHASES_NEEDED)
+    if len(value) > MAX_PHASES or any(len(p) > PHASE_NAME_MAX or "\x00" in p for p in value):
+        raise ValidationError(
+            f"A team has at most {MAX_PHASES} phases, each named in at most "
+            f"{PHASE_NAME_MAX} characters (no NUL characters)."
+        )
 
 
 def default_phases() -> list[str]:
@@ -210,9 +219,9 @@ class Agent(models.Model):
     position = models.PositiveIntegerField(default=0, help_text="Order in the rotation.")
     context_budget_tokens = models.PositiveIntegerField(default=100_000)
     # The mesh hierarchy (seed 004).
-    trajectory = models.TextField(blank=True)
-    tactic = models.TextField(blank=True)
-    action = models.TextField(blank=True)
+    trajectory = models.TextField(blank=True, validators=[human_text])
+    tactic = models.TextField(blank=True, validators=[human_text])
+    action = models.TextField(blank=True, validators=[human_text])
     # Metrics.
     turns = models.PositiveIntegerField(default=0)
     context_updates = models.PositiveIntegerField(default=0)

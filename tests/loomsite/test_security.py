@@ -58,6 +58,23 @@ def test_loom_creates_its_data_folder_and_database_for_its_user_alone(tmp_path):
     assert ((data / "loom.sqlite3").stat().st_mode & 0o777) == 0o600
 
 
+def test_an_older_installs_readable_files_are_tightened(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    (data / "loom.sqlite3").touch(mode=0o644)
+    (data / "loom.sqlite3").chmod(0o644)
+    data.chmod(0o755)
+    manage("check", data_dir=data, LOOM_DEBUG="1")
+    assert (data.stat().st_mode & 0o777) == 0o700
+    assert ((data / "loom.sqlite3").stat().st_mode & 0o777) == 0o600
+
+
+def test_a_half_configured_server_does_not_fall_back_to_debug(tmp_path):
+    show = ["shell", "-c", "from django.conf import settings; print(settings.DEBUG)"]
+    result = manage(*show, data_dir=tmp_path, LOOM_ALLOWED_HOSTS="loom.example.com")
+    assert result.returncode != 0 and "LOOM_SECRET_KEY is not set" in result.stderr
+
+
 def test_every_page_sends_a_content_security_policy(client, db):
     policy = client.get("/admin/login/")["Content-Security-Policy"]
     assert "default-src 'self'" in policy and "script-src 'self'" in policy
@@ -98,3 +115,27 @@ def test_failed_logins_are_throttled_per_user_and_address_and_logged(client):
     # Another user from the same address is not locked out.
     response = client.post("/admin/login/", {"username": "bob", "password": PASSWORD})
     assert response.status_code == 302 and client.session["_auth_user_id"]
+
+
+@pytest.mark.django_db
+def test_behind_a_trusted_proxy_throttling_keys_on_the_address_the_proxy_saw(client, settings):
+    from tests.helpers import PASSWORD, make_user
+
+    settings.LOOM_TRUSTED_PROXIES = 1
+    make_user("alice", superuser=True)
+
+    def attempt(forwarded, password="wrong"):
+        return client.post(
+            "/admin/login/",
+            {"username": "alice", "password": password},
+            REMOTE_ADDR="10.0.0.1",  # the proxy
+            HTTP_X_FORWARDED_FOR=forwarded,
+        )
+
+    # An attacker at 203.0.113.9 rotates what it claims on the left: still one address.
+    for i in range(5):
+        attempt(f"10.9.{i}.1, 203.0.113.9")
+    assert attempt("10.9.99.1, 203.0.113.9", PASSWORD).status_code in (403, 429)
+    # The real admin, elsewhere behind the same proxy, is not locked out.
+    response = attempt("198.51.100.7", PASSWORD)
+    assert response.status_code == 302

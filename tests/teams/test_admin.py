@@ -316,3 +316,16 @@ def test_saving_an_agent_keeps_the_counters_that_moved_meanwhile(admin_client, t
     coder.refresh_from_db()
     assert coder.role_prompt == "Write small modules."
     assert (coder.turns, coder.drift_score) == (5, 55)
+
+
+def test_an_anchor_edited_in_the_admin_keeps_its_history_and_author(admin_client, team):
+    from teams.models import Anchor
+
+    anchor = services.anchor_save(team=team, key="lang", value="Python", changed_by="coach")
+    url = reverse("admin:teams_anchor_change", args=[anchor.pk])
+    data = form_data(admin_client.get(url))
+    data["value"] = "Python 3.11"
+    assert admin_client.post(url, data).status_code == 302
+    anchor = Anchor.objects.get(pk=anchor.pk)
+    assert anchor.value == "Python 3.11" and anchor.updated_by == "pm (admin)"
+    assert [r.value for r in anchor.revisions.order_by("id")] == ["Python", "Python 3.11"]

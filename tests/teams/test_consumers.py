@@ -360,3 +360,14 @@ async def test_connect_replays_the_latest_questions_as_they_stand():
     replayed = [(e["event"], e["query"]["key"]) for e in seen if e["event"].startswith("query.")]
     assert replayed == [("query.answered", answered), ("query.asked", open_one)]
     await communicator.disconnect()
+
+
+@pytest.mark.parametrize("after", ["%C2%B2", "9" * 5000, "-1", "1e5"])
+async def test_a_garbage_after_is_read_as_zero_not_a_crash(after):
+    await database_sync_to_async(make_team)()
+    user = await database_sync_to_async(make_user)("kim", superuser=True)
+    communicator = socket(user, f"/ws/teams/alpha/?after={after}")
+    assert (await communicator.connect())[0]
+    seen = await receive_until(communicator, lambda e: e["event"] == "team.status")
+    assert seen[-1]["catch_up_omitted"] == 0
+    await communicator.disconnect()

@@ -185,3 +185,22 @@ def test_human_text_is_capped_and_nothing_is_stored(team, agents):
     assert not Message.objects.filter(kind="pm").exists()
     assert not Team.objects.filter(slug="long").exists() and not Anchor.objects.exists()
     pm_requests.pm_message_post(team=team, content="x" * HUMAN_TEXT_LIMIT)  # the limit itself
+
+
+def test_phase_names_are_bounded_and_clean(db):
+    from teams.models import PHASE_NAME_MAX
+
+    for phases in (["x" * (PHASE_NAME_MAX + 1)], ["a\x00b"]):
+        with pytest.raises(InvalidInput, match="at most .* characters|may not contain NUL"):
+            services.team_create(slug="bad-phases", phases=phases)
+    assert not Team.objects.filter(slug="bad-phases").exists()
+
+
+def test_an_agents_hierarchy_is_capped_like_any_human_text(team, agents):
+    from teams.errors import validated
+    from teams.models import HUMAN_TEXT_LIMIT
+
+    coder = agents["coder"]
+    coder.trajectory = "x" * (HUMAN_TEXT_LIMIT + 1)
+    with pytest.raises(InvalidInput, match="At most 20000 characters"):
+        validated(coder)
