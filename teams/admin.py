@@ -273,31 +273,24 @@ class TeamAdmin(TeamScopedAdmin):
             self.message_user(request, exc.message, messages.ERROR)
 
     def save_formset(self, request, form, formset, change):
-        if formset.model is Agent:
-            for agent_form in formset.forms:
-                if agent_form in formset.deleted_forms or not agent_form.has_changed():
-                    continue
-                if agent_form in formset.initial_forms and agent_form.instance.pk is None:
-                    continue  # an id not among this team's agents (tampered): as Django does
-                save_changed_fields(agent_form)
-            formset.save(commit=False)
-            for agent in formset.deleted_objects:
-                agent.delete()
-            formset.save_m2m()
+        # Agents and anchors have live parts a full save would overwrite (an agent's
+        # counters, an anchor's history): each changed row goes its own way.
+        save_row = {
+            Agent: lambda row_form: save_changed_fields(row_form),
+            Anchor: lambda row_form: anchor_save_from(request, row_form.instance),
+        }.get(formset.model)
+        if save_row is None:
+            super().save_formset(request, form, formset, change)
             return
-        if formset.model is Anchor:
-            # Through the service, so each change keeps a revision and its author.
-            for anchor_form in formset.forms:
-                if anchor_form in formset.deleted_forms or not anchor_form.has_changed():
-                    continue
-                if anchor_form in formset.initial_forms and anchor_form.instance.pk is None:
-                    continue
-                anchor_save_from(request, anchor_form.instance)
-            formset.save(commit=False)
-            for anchor in formset.deleted_objects:
-                anchor.delete()
-            return
-        super().save_formset(request, form, formset, change)
+        for row_form in formset.forms:
+            if row_form in formset.deleted_forms or not row_form.has_changed():
+                continue
+            if row_form in formset.initial_forms and row_form.instance.pk is None:
+                continue  # an id not among this team's rows (tampered): as Django does
+            save_row(row_form)
+        formset.save(commit=False)  # collects deleted_objects
+        for row in formset.deleted_objects:
+            row.delete()
 
     def _run(self, request, queryset, action: TeamAction, verb: str):
         for team in queryset:
