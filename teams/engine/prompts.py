@@ -117,6 +117,7 @@ def history_messages(
         .exclude(kind=Message.Kind.PASS_NOTE)
         .exclude(keeper_entries__keeper__agent=agent)
         .select_related("author")
+        .prefetch_related("query")  # one query for every inbox question, none without
         .order_by("id")
     )
     if until_id is not None:
