@@ -262,6 +262,12 @@ class LoomEnv(BaseSettings):
     offline_delay: Annotated[float, EmptyIsUnset] = Field(
         1.0, ge=0, le=60, validation_alias="LOOM_OFFLINE_DELAY"
     )
+    # Requests one API token (or staff user) may make: count/period (s, min, hour, day).
+    api_rate: Annotated[str, EmptyIsUnset] = Field(
+        "600/min",
+        pattern=r"^[1-9][0-9]{0,6}/(s|sec|m|min|h|hour|d|day)$",
+        validation_alias="LOOM_API_RATE",
+    )
     # None: the application picks the default model when it calls one.
     model: Annotated[str | None, EmptyIsUnset, AfterValidator(_model_id)] = Field(
         None, validation_alias="LOOM_MODEL"

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "channels",
     "csp",
     "axes",
+    "ninja",  # the API docs' own static files (no CDN)
     "teams",
 ]
 
@@ -118,6 +119,13 @@ if (
 
 REDIS_URL = loom_env.redis_url
 CHANNEL_LAYERS = {"default": loom_env.channel_layer}
+# The API's rate limits live in the cache: shared through Redis when processes are
+# several, in each process's memory otherwise.
+if REDIS_URL:
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }
+LOOM_API_RATE = loom_env.api_rate
 
 LOOM_OFFLINE_DELAY = loom_env.offline_delay
 ANTHROPIC_API_KEY = loom_env.anthropic_api_key

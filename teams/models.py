@@ -542,16 +542,25 @@ class Anchor(models.Model):
 
 
 class AnchorRevision(models.Model):
-    anchor = models.ForeignKey(Anchor, on_delete=models.CASCADE, related_name="revisions")
-    value = models.TextField()
+    """One change of an anchor: its new value, or its deletion. Kept by team and key,
+    so an anchor's history outlives the anchor (deleted, then pinned again)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="anchor_revisions")
+    key = models.CharField(max_length=80)
+    anchor = models.ForeignKey(
+        Anchor, on_delete=models.SET_NULL, null=True, blank=True, related_name="revisions"
+    )
+    value = models.TextField(blank=True)
+    deleted = models.BooleanField(default=False)
     changed_by = models.CharField(max_length=60, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["anchor", "-id"]
+        ordering = ["team", "key", "-id"]
+        indexes = [models.Index(fields=["team", "key", "-id"], name="anchor_revision_history_idx")]
 
     def __str__(self):
-        return f"{self.anchor.key} @ {self.created_at:%Y-%m-%d %H:%M}"
+        return f"{self.key} @ {self.created_at:%Y-%m-%d %H:%M}"
 
 
 class PMRequest(models.Model):
@@ -645,12 +654,33 @@ class Consultation(models.Model):
 
 
 class ApiToken(models.Model):
-    """A REST API token scoped to one team; only its SHA-256 is stored."""
+    """A REST API token; only its SHA-256 is stored.
 
-    PREFIX_LENGTH = 8
+    A team token reaches one team (and, bound to an agent, acts only as that agent);
+    an account token acts with its staff user's rights."""
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=80)
+    PREFIX_LENGTH = 12
+
+    team = models.ForeignKey(
+        Team, on_delete=models.CASCADE, null=True, blank=True, related_name="api_tokens"
+    )
+    agent = models.ForeignKey(
+        Agent,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="api_tokens",
+        help_text="Set: the token acts only as this agent.",
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="api_tokens",
+        help_text="Set: an account token, with this staff user's rights (no team).",
+    )
+    name = models.CharField("label", max_length=80, blank=True)
     prefix = models.CharField(max_length=PREFIX_LENGTH, editable=False)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -658,13 +688,18 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["team", "name"]
+        ordering = ["-id"]
+        verbose_name = "API token"
         constraints = [
-            models.UniqueConstraint(fields=["team", "name"], name="api_token_name_unique_in_team"),
+            models.CheckConstraint(
+                condition=(Q(team__isnull=False) & Q(user__isnull=True))
+                | (Q(team__isnull=True) & Q(user__isnull=False) & Q(agent__isnull=True)),
+                name="api_token_team_xor_user",
+            ),
         ]
 
     def __str__(self):
-        return f"{self.name} ({self.prefix}…)"
+        return f"{self.name or 'token'} ({self.prefix}…)"
 
     @staticmethod
     def hash_key(raw_key: str) -> str:

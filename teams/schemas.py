@@ -60,20 +60,45 @@ class TurnOut(Schema):
     id: int
     agent: str
     number: int
+    purpose: str
+    phase: str
     status: str
     outcome: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_creation_tokens: int
+    cache_read_tokens: int
     cost_usd: str
+    duration_seconds: float | None
+    queued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
     error: str
 
     @classmethod
     def of(cls, turn: Turn) -> TurnOut:
+        duration = None
+        if turn.started_at and turn.finished_at:
+            duration = round((turn.finished_at - turn.started_at).total_seconds(), 3)
         return cls(
             id=turn.id,
             agent=turn.agent.name,
             number=turn.number,
+            purpose=turn.purpose,
+            phase=turn.phase,
             status=turn.status,
             outcome=turn.outcome,
+            model=turn.model,
+            input_tokens=turn.input_tokens,
+            output_tokens=turn.output_tokens,
+            cache_creation_tokens=turn.cache_creation_tokens,
+            cache_read_tokens=turn.cache_read_tokens,
             cost_usd=str(turn.cost_usd),
+            duration_seconds=duration,
+            queued_at=turn.queued_at,
+            started_at=turn.started_at,
+            finished_at=turn.finished_at,
             error=turn.error,
         )
 

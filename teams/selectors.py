@@ -1,10 +1,14 @@
 """Reads. Query-building lives here so views, API, admin and the engine agree."""
 
-from django.db.models import QuerySet, Sum
+import re
+
+from django.db.models import Exists, OuterRef, QuerySet, Sum
 from django.db.models.functions import Length
 
 from teams.errors import NotFound
-from teams.models import Agent, Message, PMRequest, Query, Team, Turn
+from teams.models import AGENT_NAME_PATTERN, Agent, Message, PMRequest, Query, Team, Turn
+
+AGENT_NAME = re.compile(AGENT_NAME_PATTERN.removeprefix("^").removesuffix("$"))
 
 
 def team_get(*, slug: str) -> Team:
@@ -15,10 +19,24 @@ def team_get(*, slug: str) -> Team:
 
 
 def agent_get(*, team: Team, name: str) -> Agent:
-    try:
-        return team.agents.get(name=name)
-    except Agent.DoesNotExist:
-        raise NotFound(f"Team {team.slug!r} has no agent named {name!r}.") from None
+    agent = team.agents.filter(name=name).first() if AGENT_NAME.fullmatch(name) else None
+    if agent is None:
+        raise NotFound(f"Team {team.slug!r} has no agent named {name!r}.")
+    return agent
+
+
+def agent_open_queries(*, agent: Agent) -> QuerySet[Query]:
+    """Open questions delivered to this agent's inbox (asked of it, broadcast to the
+    team, or forwarded to it), oldest first."""
+    delivered = Message.objects.filter(
+        recipient=agent, kind=Message.Kind.QUERY, query_id=OuterRef("pk")
+    )
+    return (
+        Query.objects.filter(team_id=agent.team_id, status=Query.Status.OPEN)
+        .filter(Exists(delivered))
+        .select_related("origin", "target", "answered_by")
+        .order_by("id")
+    )
 
 
 def team_conversation(*, team: Team, phase: str | None = None) -> QuerySet[Message]:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import secrets
 
 from django.db import transaction
+from django.utils import timezone
 
 from teams import events, lifecycle
-from teams.errors import Conflict, InvalidInput, integrity_as, validated
+from teams.errors import Conflict, InvalidInput, NotFound, PermissionDenied, integrity_as, validated
 from teams.models import (
+    ACTIVE_TURN_STATUSES,
     DEFAULT_PHASES,
     HUMAN_TEXT_LIMIT,
     Agent,
@@ -28,6 +30,7 @@ from teams.schemas import MessageOut
 # Fields of a team a person configures; status, phase, counters and spend are live
 # state that only the services below and the engine change.
 TEAM_SETTINGS = ("slug", "name", "goal", "phases", "workspace", "max_turns", "max_cost_usd")
+AGENT_SETTINGS = ("name", "role", "model", "role_prompt", "position", "context_budget_tokens")
 
 
 def text_check(value: str, *, field: str) -> None:
@@ -58,8 +61,11 @@ def team_create(
     agents: list[dict] | None = None,
     workspace: str = "",
     max_turns: int = 200,
+    max_cost_usd=None,
+    manager=None,
 ) -> Team:
-    """Create a team and, optionally, its agents ({"name", "role", ...} dicts)."""
+    """Create a team and, optionally, its agents ({"name", "role", ...} dicts); a
+    `manager` (the staff user creating it) manages it from the start."""
     slug = (slug or "").strip()
     phases = list(phases) if phases is not None else list(DEFAULT_PHASES)
     for field, value in (("name", name), ("goal", goal), ("phases", "".join(map(str, phases)))):
@@ -72,14 +78,18 @@ def team_create(
         workspace=workspace,
         max_turns=max_turns,
     )
+    if max_cost_usd is not None:
+        team.max_cost_usd = max_cost_usd
     duplicate = Conflict(f"A team with slug {slug!r} already exists.", field="slug")
     if Team.objects.filter(slug=slug).exists():
         raise duplicate
     validated(team)
     with integrity_as(duplicate):
         team.save()
+    if manager is not None:
+        team.managers.add(manager)
     for position, spec in enumerate(agents or []):
-        agent_create(team=team, position=position, **spec)
+        agent_create(team=team, **{**spec, "position": spec.get("position", position)})
     return team
 
 
@@ -190,6 +200,55 @@ def system_note(team: Team, content: str, **kwargs) -> Message:
 
 
 @transaction.atomic
+def agent_update(*, agent: Agent, fields: list[str]) -> Agent:
+    """Save the settings a person changed on `agent`; its turns and metrics are live
+    state the engine keeps."""
+    unknown = set(fields) - set(AGENT_SETTINGS)
+    if unknown:
+        raise InvalidInput(f"Not an agent setting: {', '.join(sorted(unknown))}.")
+    for field in ("role_prompt", "model"):
+        if field in fields:
+            text_check(getattr(agent, field), field=field)
+    validated(agent, exclude=["team", *(f for f in AGENT_SETTINGS if f not in fields)])
+    if not fields:
+        return agent
+    duplicate = Conflict(
+        f"Team {agent.team.slug!r} already has an agent named {agent.name!r}.", field="name"
+    )
+    if "name" in fields and agent.team.agents.filter(name=agent.name).exclude(pk=agent.pk).exists():
+        raise duplicate
+    with integrity_as(duplicate):
+        agent.save(update_fields=fields)
+    return agent
+
+
+@transaction.atomic
+def agent_delete(*, agent: Agent) -> None:
+    """Remove an agent (its turns and inbox go with it); refused while it is in a turn."""
+    agent = Agent.objects.select_for_update().get(pk=agent.pk)
+    if agent.turn_set.filter(status__in=ACTIVE_TURN_STATUSES).exists():
+        raise Conflict(
+            f"Agent {agent.name!r} is in a turn now; pause the team and try again when the "
+            "turn has ended."
+        )
+    agent.delete()
+
+
+@transaction.atomic
+def agent_message_post(*, agent: Agent, content: str) -> Message:
+    """An external agent (a program) speaks in its team's conversation."""
+    if agent.role != Agent.Role.EXTERNAL:
+        raise PermissionDenied(
+            f"Agent {agent.name!r} is a {agent.role} driven by its model; only external "
+            "agents post messages through the API."
+        )
+    if not content or not content.strip():
+        raise InvalidInput("The message is empty.", field="content")
+    human_text_check(content, field="content")
+    return message_add(team=agent.team, content=content.strip(), author=agent)
+
+
+@transaction.atomic
 def anchor_save(*, team: Team, key: str, value: str, changed_by: str = "") -> Anchor:
     """Create an anchor or replace its value, keeping the old value in its history."""
     key = (key or "").strip()
@@ -206,26 +265,59 @@ def anchor_save(*, team: Team, key: str, value: str, changed_by: str = "") -> An
         anchor.value = value
         anchor.updated_by = changed_by
         anchor.save(update_fields=["value", "updated_by", "updated_at"])
-    AnchorRevision.objects.create(anchor=anchor, value=value, changed_by=changed_by)
+    AnchorRevision.objects.create(
+        team=team, key=key, anchor=anchor, value=value, changed_by=changed_by
+    )
     return anchor
 
 
 @transaction.atomic
-def api_token_create(*, team: Team, name: str) -> tuple[ApiToken, str]:
-    """Create a token; the plain key is returned once and never stored."""
-    name = (name or "").strip()
-    if not name:
-        raise InvalidInput("A token needs a name.", field="name")
-    duplicate = Conflict(f"Team {team.slug!r} already has a token named {name!r}.", field="name")
-    if team.api_tokens.filter(name=name).exists():
-        raise duplicate
+def anchor_delete(*, team: Team, key: str, changed_by: str = "") -> None:
+    """Unpin an anchor; its history stays, ending with the deletion."""
+    anchor = Anchor.objects.select_for_update().filter(team=team, key=key).first()
+    if anchor is None:
+        raise NotFound(f"Team {team.slug!r} has no anchor {key!r}.")
+    anchor.delete()
+    AnchorRevision.objects.create(team=team, key=key, deleted=True, changed_by=changed_by)
+
+
+@transaction.atomic
+def api_token_create(
+    *, team: Team | None = None, agent: Agent | None = None, user=None, label: str = ""
+) -> tuple[ApiToken, str]:
+    """Create a team token (optionally bound to one of its agents) or an account token
+    (a staff user's). The plain key is returned once and never stored."""
+    label = (label or "").strip()
+    text_check(label, field="label")
+    if agent is not None:
+        team = team or agent.team
+        if agent.team_id != team.id:
+            raise InvalidInput(f"Agent {agent.name!r} is not in team {team.slug!r}.", field="agent")
+    if (team is None) == (user is None):
+        raise InvalidInput("A token is for a team or for a user account, not both or neither.")
+    if user is not None and not (user.is_active and user.is_staff):
+        raise InvalidInput(
+            f"User {user.get_username()!r} is not active staff: an account token acts with "
+            "its user's rights, and this user has none in Loom.",
+            field="user",
+        )
     raw_key = "loom_" + secrets.token_urlsafe(32)
     token = ApiToken(
         team=team,
-        name=name,
+        agent=agent,
+        user=user,
+        name=label,
         prefix=raw_key[: ApiToken.PREFIX_LENGTH],
         key_hash=ApiToken.hash_key(raw_key),
     )
-    with integrity_as(duplicate):
-        token.save()
+    validated(token, exclude=["team", "agent", "user", "prefix", "key_hash"])
+    token.save()
     return token, raw_key
+
+
+@transaction.atomic
+def api_token_revoke(*, token: ApiToken) -> ApiToken:
+    """Revoke a token at once; revoking it again changes nothing."""
+    ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    token.refresh_from_db(fields=["revoked_at"])
+    return token

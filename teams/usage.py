@@ -31,3 +31,12 @@ def turn_add_usage(*, turn: Turn, model: str, usage: Usage, renew_lease=None) ->
     turn.cost_usd += cost
     if cost:
         Team.objects.filter(pk=turn.team_id).update(spent_usd=F("spent_usd") + cost)
+
+
+@transaction.atomic(savepoint=False)
+def team_add_usage(*, team: Team, model: str, usage: Usage) -> None:
+    """A model call made outside any turn (a tool run through the API): its cost is
+    the team's all the same."""
+    cost = cost_of(model, usage)
+    if cost:
+        Team.objects.filter(pk=team.pk).update(spent_usd=F("spent_usd") + cost)

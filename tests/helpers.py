@@ -1,6 +1,7 @@
 """What tests share besides fixtures: teams, users, live sockets and driving a
 conversation."""
 
+import json
 import re
 
 from channels.routing import URLRouter
@@ -45,6 +46,47 @@ def client_for(user):
     client = Client()
     client.force_login(user)
     return client
+
+
+class ApiClient:
+    """The REST API as a program calls it: JSON in and out, a Bearer token (or none).
+
+    Each method returns the response; `.json()` reads its body."""
+
+    def __init__(self, token: str | None = None, client=None):
+        from django.test import Client
+
+        self.client = client or Client()
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+    def _send(self, method: str, path: str, body=None, **params):
+        call = getattr(self.client, method)
+        if method == "get":
+            return call(f"/api{path}", params, headers=self.headers)
+        data = None if body is None else json.dumps(body)
+        return call(f"/api{path}", data, content_type="application/json", headers=self.headers)
+
+    def get(self, path, **params):
+        return self._send("get", path, **params)
+
+    def post(self, path, body=None):
+        return self._send("post", path, {} if body is None else body)
+
+    def patch(self, path, body):
+        return self._send("patch", path, body)
+
+    def put(self, path, body):
+        return self._send("put", path, body)
+
+    def delete(self, path):
+        return self._send("delete", path)
+
+
+def api_token(**kwargs) -> str:
+    """A new API token's key (services.api_token_create's arguments)."""
+    from teams import services
+
+    return services.api_token_create(**kwargs)[1]
 
 
 def socket(user, path):

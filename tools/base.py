@@ -77,10 +77,25 @@ class Tool:
     def run(self, params: Any, ctx: ToolContext) -> str | ToolResult:  # pragma: no cover
         raise NotImplementedError
 
+    # Who has the tool: the roles and phases listed, every one when None. Declared
+    # as data so the API can list them and say why a call is refused.
+    roles: ClassVar[frozenset[str] | None] = None
+    phases: ClassVar[frozenset[str] | None] = None
+
+    @classmethod
+    def unavailable_reason(cls, agent: Agent, team: Team) -> str:
+        """Why `agent` may not use this tool now, or "" when it may."""
+        if cls.roles is not None and agent.role not in cls.roles:
+            only = " and ".join(sorted(cls.roles))
+            return f"{cls.name} is only for the {only} role; {agent.name} is a {agent.role}."
+        if cls.phases is not None and team.phase not in cls.phases:
+            only = ", ".join(sorted(cls.phases))
+            return f"{cls.name} is only for the phases {only}; the team is in {team.phase}."
+        return ""
+
     @classmethod
     def available_to(cls, agent: Agent, team: Team) -> bool:
-        """Role and phase rules; everyone by default."""
-        return True
+        return not cls.unavailable_reason(agent, team)
 
     @classmethod
     def definition(cls) -> dict:

@@ -30,8 +30,7 @@ class PassTurn(Tool):
         return ToolResult("Turn passed.", ends_turn=TurnEnd(Turn.Outcome.PASS, params.reason))
 
 
-def _coach_only(agent: Agent) -> bool:
-    return agent.role == Agent.Role.COACH
+COACH_ONLY = frozenset({Agent.Role.COACH.value})
 
 
 class AskPmParams(Params):
@@ -48,9 +47,7 @@ class AskPm(Tool):
     )
     Params = AskPmParams
 
-    @classmethod
-    def available_to(cls, agent, team):
-        return _coach_only(agent)
+    roles = COACH_ONLY
 
     def run(self, params: AskPmParams, ctx: ToolContext) -> ToolResult:
         pm_requests.pm_request_open(
@@ -80,9 +77,7 @@ class SignalPhaseComplete(Tool):
     )
     Params = PhaseCompleteParams
 
-    @classmethod
-    def available_to(cls, agent, team):
-        return _coach_only(agent)
+    roles = COACH_ONLY
 
     def run(self, params: PhaseCompleteParams, ctx: ToolContext) -> ToolResult:
         finished = ctx.team.phase

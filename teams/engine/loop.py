@@ -19,7 +19,7 @@ from teams.engine import prompts
 from teams.engine.providers import provider_for
 from teams.errors import ModelError
 from teams.models import Agent, Team, Turn, TurnStep
-from teams.usage import turn_add_usage
+from teams.usage import team_add_usage, turn_add_usage
 from tools import registry
 from tools.base import ToolContext, ToolResult, TurnEnd
 from tools.context import recall_hint
@@ -72,12 +72,10 @@ class _TextRelay:
         self.buffer, self.last = "", time.monotonic()
 
 
-def tool_context(
-    *, team: Team, agent: Agent, turn: Turn | None = None, messages=None
-) -> ToolContext:
-    """The context a tool call runs with; one-off model questions are asked with the
-    agent's model and their usage counted on the turn."""
-    model = turn.model if turn is not None and turn.model else agent.effective_model
+def model_asker(*, model: str, team: Team, turn: Turn | None = None):
+    """One-off questions to `model`, (system, prompt, max tokens) -> text; the usage
+    is counted on the turn, or on the team when there is none (a tool run through
+    the API)."""
 
     def ask_model(system: str, prompt: str, max_tokens: int) -> str:
         reply = provider_for(model).respond(
@@ -89,10 +87,25 @@ def tool_context(
         )
         if turn is not None:
             turn_add_usage(turn=turn, model=reply.model, usage=reply.usage)
+        else:
+            team_add_usage(team=team, model=reply.model, usage=reply.usage)
         return reply.text
 
+    return ask_model
+
+
+def tool_context(
+    *, team: Team, agent: Agent, turn: Turn | None = None, messages=None
+) -> ToolContext:
+    """The context a tool call runs with; one-off model questions are asked with the
+    agent's model."""
+    model = turn.model if turn is not None and turn.model else agent.effective_model
     return ToolContext(
-        team=team, agent=agent, turn=turn, messages=list(messages or []), ask_model=ask_model
+        team=team,
+        agent=agent,
+        turn=turn,
+        messages=list(messages or []),
+        ask_model=model_asker(model=model, team=team, turn=turn),
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from teams.models import Agent, Anchor, Message, Team
 from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
@@ -100,11 +100,9 @@ def anchors_block(team: Team) -> str:
     )
 
 
-def history_messages(
-    agent: Agent, team: Team, until_id: int | None = None, phase: str | None = None
-) -> list[Message]:
+def history_queryset(agent: Agent, team: Team, phase: str | None = None) -> QuerySet[Message]:
     """The phase's conversation and the agent's inbox, minus pass notes, other agents'
-    tool chatter and what this agent offloaded."""
+    tool chatter and what this agent offloaded; oldest first."""
     # Three indexed terms (phase conversation, summaries, inbox) so the database
     # reads only these rows, however long the team has been talking.
     phase_conversation = Q(
@@ -112,7 +110,7 @@ def history_messages(
     )
     summaries = Q(team=team, kind=Message.Kind.PHASE_SUMMARY)
     inbox = Q(recipient=agent)
-    messages = (
+    return (
         Message.objects.filter(phase_conversation | summaries | inbox)
         .exclude(kind=Message.Kind.PASS_NOTE)
         .exclude(keeper_entries__keeper__agent=agent)
@@ -120,6 +118,13 @@ def history_messages(
         .prefetch_related("query")  # one query for every inbox question, none without
         .order_by("id")
     )
+
+
+def history_messages(
+    agent: Agent, team: Team, until_id: int | None = None, phase: str | None = None
+) -> list[Message]:
+    """What the agent sees on a turn whose snapshot ends at `until_id`."""
+    messages = history_queryset(agent, team, phase)
     if until_id is not None:
         messages = messages.filter(id__lte=until_id)
     return list(messages)

@@ -1,0 +1,118 @@
+"""Who is calling and what they may reach: one rule for the REST API and the live
+sockets.
+
+A caller is a staff user (a browser session, or an account token acting with its
+user's rights) or a team token (one team; bound to an agent, it acts only as that
+agent). A team the caller may not see is NotFound, exactly as if it did not exist."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from teams.errors import NotFound, PermissionDenied
+from teams.models import Agent, ApiToken, Team
+from teams.selectors import teams_visible_to
+
+# A token's last use is written at most this often: not one write per request.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+@dataclass(frozen=True)
+class Caller:
+    user: object | None = None  # the staff user whose rights apply, if any
+    token: ApiToken | None = None
+
+    def __str__(self) -> str:
+        """A stable identity, the key of the caller's rate limit."""
+        return f"token:{self.token.pk}" if self.token is not None else f"user:{self.user.pk}"
+
+    @property
+    def label(self) -> str:
+        """How the caller is named where changes are recorded (anchor history)."""
+        if self.user is not None:
+            return f"pm ({self.user.get_username()})"[:60]
+        return f"token {self.token.name or self.token.prefix}"[:60]
+
+    @property
+    def agent_id(self) -> int | None:
+        """The one agent a bound token may act as."""
+        return self.token.agent_id if self.token is not None else None
+
+    def teams(self) -> QuerySet[Team]:
+        if self.user is None:
+            return Team.objects.filter(pk=self.token.team_id)
+        return teams_visible_to(user=self.user)
+
+    def team(self, slug: str) -> Team:
+        team = self.teams().filter(slug=slug).first() if _is_slug(slug) else None
+        if team is None:
+            raise NotFound(f"No team with slug {slug!r}.")
+        return team
+
+    def require_pm(self, doing: str) -> None:
+        """Refuse a PM's action (start a team, answer a request) to an agent's token."""
+        if self.agent_id is not None:
+            raise PermissionDenied(
+                f"This token acts only as agent {self.token.agent.name!r}; it cannot {doing}."
+            )
+
+    def require_agent(self, agent: Agent) -> None:
+        """Refuse to act as `agent` when the token is bound to another one."""
+        if self.agent_id is not None and self.agent_id != agent.id:
+            raise PermissionDenied(
+                f"This token acts only as agent {self.token.agent.name!r}, not as "
+                f"{agent.name!r}."
+            )
+
+    def require_team_creator(self) -> None:
+        if self.user is None:
+            raise PermissionDenied(
+                "A team token reaches its own team only; create teams with an account "
+                "token (create_api_token --user NAME) or a staff session."
+            )
+        if not self.user.has_perm("teams.add_team"):
+            raise PermissionDenied(
+                f"User {self.user.get_username()!r} may not create teams (no teams.add_team)."
+            )
+
+
+def _is_slug(slug: str) -> bool:
+    """Could this be a team's slug? Anything else is not looked up at all."""
+    return len(slug) <= 60 and SLUG.fullmatch(slug) is not None
+
+
+def caller_for_user(user) -> Caller | None:
+    """A logged-in staff user, or None."""
+    if user is None or not user.is_authenticated or not user.is_active or not user.is_staff:
+        return None
+    return Caller(user=user)
+
+
+def caller_for_key(raw_key: str) -> Caller | None:
+    """The caller an API key stands for; None for an unknown or revoked key, or an
+    account token whose user is no longer active staff."""
+    if not raw_key or len(raw_key) > 200:
+        return None
+    token = (
+        ApiToken.objects.select_related("agent", "user")
+        .filter(key_hash=ApiToken.hash_key(raw_key), revoked_at__isnull=True)
+        .first()
+    )
+    if token is None:
+        return None
+    user = None
+    if token.user_id is not None:
+        user = get_user_model().objects.filter(pk=token.user_id).first()
+        if caller_for_user(user) is None:
+            return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return Caller(user=user, token=token)

@@ -1,0 +1,417 @@
+"""The API's request (In) and response (Out) schemas, each field explicit.
+
+Out schemas of rows the live events also carry (messages, PM requests, queries,
+turns) come from teams.schemas, so a program reads the same shapes over HTTP and
+over the socket. Limits here mirror the models' rules, so the OpenAPI document
+says what is accepted; the models' own validation runs behind them all the same."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from teams import lifecycle
+from teams.models import (
+    AGENT_NAME_PATTERN,
+    HUMAN_TEXT_LIMIT,
+    MAX_PHASES,
+    PHASE_NAME_MAX,
+    Agent,
+    AgentRole,
+    Anchor,
+    AnchorRevision,
+    ApiToken,
+    Keeper,
+    KeeperEntry,
+    MessageKind,
+    Query,
+    Team,
+)
+from teams.schemas import MessageOut, QueryOut, TurnOut
+
+MAX_ID = 2**53  # row ids and cursors: any larger is no row (and SQLite's limit is 2**63)
+PAGE_DEFAULT = 100
+PAGE_MAX = 500
+
+
+class In(BaseModel):
+    """Unknown fields are refused, not ignored: a typo is an error, not a no-op."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- errors --------------------------------------------------------------------
+
+
+class ErrorOut(BaseModel):
+    detail: str
+
+
+class FieldErrorOut(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ValidationErrorOut(BaseModel):
+    detail: list[FieldErrorOut]
+
+
+def responses(ok: dict, *errors: int) -> dict:
+    """An operation's documented responses: its success, the errors every operation
+    may give (401 no or bad credentials, 403 refused, 422 invalid input, 429 rate
+    limit) and its own."""
+    documented = dict(ok)
+    for code in (401, 403, 422, 429, *errors):
+        documented[code] = ValidationErrorOut if code == 422 else ErrorOut
+    return documented
+
+
+# --- teams and agents ----------------------------------------------------------
+
+PHASES_HELP = f"Phase names in order, each at most {PHASE_NAME_MAX} characters."
+
+
+class AgentIn(In):
+    name: str = Field(pattern=AGENT_NAME_PATTERN, description="Letters, digits, - and _.")
+    role: AgentRole
+    model: str = Field("", max_length=100, description="Empty: the default model.")
+    role_prompt: str = Field("", max_length=HUMAN_TEXT_LIMIT)
+    position: int | None = Field(None, ge=0, le=10_000, description="Order in the rotation.")
+
+
+class AgentPatch(In):
+    """Only the fields given change."""
+
+    name: str = Field(None, pattern=AGENT_NAME_PATTERN)
+    role: AgentRole = None
+    model: str = Field(None, max_length=100)
+    role_prompt: str = Field(None, max_length=HUMAN_TEXT_LIMIT)
+    position: int = Field(None, ge=0, le=10_000)
+    context_budget_tokens: int = Field(None, ge=1_000, le=10_000_000)
+
+
+class AgentOut(BaseModel):
+    name: str
+    role: str
+    model: str
+    effective_model: str
+    role_prompt: str
+    position: int
+    context_budget_tokens: int
+    turns: int
+    drift_score: int
+    trajectory: str
+    tactic: str
+    action: str
+    created_at: datetime
+
+    @classmethod
+    def of(cls, agent: Agent) -> AgentOut:
+        return cls(
+            name=agent.name,
+            role=agent.role,
+            model=agent.model,
+            effective_model=agent.effective_model,
+            role_prompt=agent.role_prompt,
+            position=agent.position,
+            context_budget_tokens=agent.context_budget_tokens,
+            turns=agent.turns,
+            drift_score=agent.drift_score,
+            trajectory=agent.trajectory,
+            tactic=agent.tactic,
+            action=agent.action,
+            created_at=agent.created_at,
+        )
+
+
+class TeamIn(In):
+    slug: str = Field(max_length=60, description="Lowercase letters, digits and dashes.")
+    name: str = Field("", max_length=120)
+    goal: str = Field("", max_length=HUMAN_TEXT_LIMIT)
+    phases: list[str] | None = Field(
+        None, min_length=1, max_length=MAX_PHASES, description=PHASES_HELP
+    )
+    workspace: str = Field("", max_length=500)
+    max_turns: int = Field(200, ge=1, le=1_000_000, description="Turn budget.")
+    max_cost_usd: Decimal = Field(Decimal("5"), ge=0, max_digits=10, decimal_places=4)
+    agents: list[AgentIn] = Field([], max_length=50)
+
+
+class TeamPatch(In):
+    """Only the fields given change; status, phase, turns and spend are the engine's."""
+
+    slug: str = Field(None, max_length=60)
+    name: str = Field(None, max_length=120)
+    goal: str = Field(None, max_length=HUMAN_TEXT_LIMIT)
+    phases: list[str] = Field(None, min_length=1, max_length=MAX_PHASES, description=PHASES_HELP)
+    workspace: str = Field(None, max_length=500)
+    max_turns: int = Field(None, ge=1, le=1_000_000)
+    max_cost_usd: Decimal = Field(None, ge=0, max_digits=10, decimal_places=4)
+
+
+class TeamOut(BaseModel):
+    slug: str
+    name: str
+    goal: str
+    phases: list[str]
+    phase: str
+    phase_index: int
+    status: str
+    actions: list[str] = Field(description="What a PM may do now: start, pause, resume.")
+    workspace: str
+    max_turns: int
+    turn_count: int
+    max_cost_usd: str
+    spent_usd: str
+    agents: list[AgentOut]
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, team: Team) -> TeamOut:
+        return cls(
+            slug=team.slug,
+            name=team.name,
+            goal=team.goal,
+            phases=team.phases,
+            phase=team.phase,
+            phase_index=team.phase_index,
+            status=team.status,
+            actions=lifecycle.pm_actions(team.status),
+            workspace=team.workspace,
+            max_turns=team.max_turns,
+            turn_count=team.turn_count,
+            max_cost_usd=f"{team.max_cost_usd:.4f}",
+            spent_usd=f"{team.spent_usd:.6f}",
+            agents=[AgentOut.of(a) for a in team.agents.all()],
+            created_at=team.created_at,
+            updated_at=team.updated_at,
+        )
+
+
+# --- the conversation ----------------------------------------------------------
+
+
+class MessageIn(In):
+    content: str = Field(min_length=1, max_length=HUMAN_TEXT_LIMIT)
+
+
+class MessagePage(BaseModel):
+    messages: list[MessageOut]
+    next_after: int = Field(description="Pass as `after` to get what follows.")
+    has_more: bool
+
+
+class AnswerIn(In):
+    answer: str = Field(min_length=1, max_length=HUMAN_TEXT_LIMIT)
+
+
+class TurnPage(BaseModel):
+    turns: list[TurnOut]
+    next_after: int
+    has_more: bool
+
+
+class ContextMessageOut(BaseModel):
+    id: int
+    kind: str
+    speaker: str
+    to_you: bool = Field(description="In this agent's inbox (a peer message, query, answer).")
+    query: str | None = Field(description="The query ID of a query or answer.")
+    phase: str
+    content: str
+    created_at: datetime
+
+
+class ContextOut(BaseModel):
+    """What the agent would see on its turn, for a program driving it."""
+
+    agent: str
+    role: str
+    team: str
+    goal: str
+    status: str
+    phase: str
+    anchors: dict[str, str]
+    open_queries: list[QueryOut] = Field(description="Open questions sent to this agent.")
+    messages: list[ContextMessageOut]
+    next_after: int
+    has_more: bool
+
+
+# --- knowledge -----------------------------------------------------------------
+
+
+class QueryDetailOut(QueryOut):
+    enrichments: list[str]
+    max_hops: int
+    created_at: datetime
+    expires_at: datetime
+    answered_at: datetime | None
+
+    @classmethod
+    def of(cls, query: Query) -> QueryDetailOut:
+        return cls(
+            **QueryOut.of(query).model_dump(),
+            enrichments=query.enrichments,
+            max_hops=query.max_hops,
+            created_at=query.created_at,
+            expires_at=query.expires_at,
+            answered_at=query.answered_at,
+        )
+
+
+class KeeperOut(BaseModel):
+    id: int
+    topic: str
+    index_entry: str
+    agent: str | None
+    entries: int
+    created_at: datetime
+
+    @classmethod
+    def of(cls, keeper: Keeper, entries: int) -> KeeperOut:
+        return cls(
+            id=keeper.id,
+            topic=keeper.topic,
+            index_entry=keeper.index_entry,
+            agent=keeper.agent.name if keeper.agent_id else None,
+            entries=entries,
+            created_at=keeper.created_at,
+        )
+
+
+class KeeperEntryOut(BaseModel):
+    position: int
+    role: str
+    content: str
+
+    @classmethod
+    def of(cls, entry: KeeperEntry) -> KeeperEntryOut:
+        return cls(position=entry.position, role=entry.role, content=entry.content)
+
+
+class KeeperDetailOut(BaseModel):
+    keeper: KeeperOut
+    entries: list[KeeperEntryOut]
+    next_after: int = Field(description="Pass as `after` (a position) to get what follows.")
+    has_more: bool
+
+
+class RetrievalOut(BaseModel):
+    result: str
+
+
+class AnchorIn(In):
+    value: str = Field(min_length=1, max_length=HUMAN_TEXT_LIMIT)
+
+
+class AnchorOut(BaseModel):
+    key: str
+    value: str
+    updated_by: str
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, anchor: Anchor) -> AnchorOut:
+        return cls(
+            key=anchor.key,
+            value=anchor.value,
+            updated_by=anchor.updated_by,
+            updated_at=anchor.updated_at,
+        )
+
+
+class AnchorRevisionOut(BaseModel):
+    value: str
+    deleted: bool
+    changed_by: str
+    created_at: datetime
+
+    @classmethod
+    def of(cls, revision: AnchorRevision) -> AnchorRevisionOut:
+        return cls(
+            value=revision.value,
+            deleted=revision.deleted,
+            changed_by=revision.changed_by,
+            created_at=revision.created_at,
+        )
+
+
+class DriftTurnOut(BaseModel):
+    number: int
+    drift_score: int
+    finished_at: datetime | None
+
+
+class DriftOut(BaseModel):
+    agent: str
+    score: int
+    trajectory: str
+    tactic: str
+    action: str
+    report: str = Field(description="check_drift's report, as the agent reads it.")
+    turns: list[DriftTurnOut] = Field(description="The score after each of its turns.")
+
+
+# --- tools ---------------------------------------------------------------------
+
+
+class ToolOut(BaseModel):
+    name: str
+    description: str
+    input_schema: dict = Field(description="The Anthropic tool definition's input schema.")
+    roles: list[str] | None = Field(description="The roles that have it; null: every role.")
+    phases: list[str] | None = Field(description="The phases it is offered in; null: all.")
+
+
+class TurnEndOut(BaseModel):
+    kind: str = Field(description="How it ends the agent's turn: pass, pm_request, ...")
+    reason: str
+
+
+class ToolCallOut(BaseModel):
+    result: str
+    is_error: bool
+    outcome: TurnEndOut | None = Field(description="Set when the tool ends the agent's turn.")
+
+
+# --- tokens --------------------------------------------------------------------
+
+
+class TokenIn(In):
+    label: str = Field("", max_length=80)
+    agent: str | None = Field(None, pattern=AGENT_NAME_PATTERN, description="Bind to an agent.")
+
+
+class TokenOut(BaseModel):
+    id: int
+    label: str
+    prefix: str
+    agent: str | None
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, token: ApiToken) -> TokenOut:
+        return cls(
+            id=token.id,
+            label=token.name,
+            prefix=token.prefix,
+            agent=token.agent.name if token.agent_id else None,
+            created_at=token.created_at,
+            last_used_at=token.last_used_at,
+            revoked_at=token.revoked_at,
+        )
+
+
+class TokenCreatedOut(TokenOut):
+    key: str = Field(description="The token itself: shown this once, never again.")
+
+
+MessageKindFilter = Literal[tuple(MessageKind.values)]  # type: ignore[valid-type]

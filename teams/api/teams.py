@@ -1,0 +1,75 @@
+"""Teams: list, create, read, change, and the PM's start / pause / resume."""
+
+from django.db import transaction
+from ninja import Router, Status
+
+from teams import conversation, services
+from teams.api.auth import caller
+from teams.api.schemas import TeamIn, TeamOut, TeamPatch, responses
+from teams.lifecycle import PM_ACTIONS
+
+router = Router(tags=["teams"])
+
+
+@router.get("/teams", response=responses({200: list[TeamOut]}), operation_id="teams_list")
+def teams_list(request):
+    """The teams this caller may reach: a team token's own; a user's managed teams."""
+    teams = caller(request).teams().prefetch_related("agents").order_by("slug")
+    return [TeamOut.of(team) for team in teams]
+
+
+@router.post("/teams", response=responses({201: TeamOut}, 409), operation_id="teams_create")
+def teams_create(request, payload: TeamIn):
+    """Create a team (and its agents); an account token or a staff session only."""
+    who = caller(request)
+    who.require_team_creator()
+    manager = None if who.user.is_superuser else who.user
+    team = services.team_create(**payload.model_dump(), manager=manager)
+    return Status(201, TeamOut.of(team))
+
+
+@router.get("/teams/{team}", response=responses({200: TeamOut}, 404), operation_id="teams_get")
+def teams_get(request, team: str):
+    return TeamOut.of(caller(request).team(team))
+
+
+@router.patch(
+    "/teams/{team}", response=responses({200: TeamOut}, 404, 409), operation_id="teams_update"
+)
+def teams_update(request, team: str, payload: TeamPatch):
+    """Change a team's settings; only the fields given change."""
+    who = caller(request)
+    row = who.team(team)
+    who.require_pm("change the team's settings")
+    fields = list(payload.model_dump(exclude_unset=True))
+    with transaction.atomic():
+        for field in fields:
+            setattr(row, field, getattr(payload, field))
+        services.team_update(team=row, fields=fields)
+    row.refresh_from_db()
+    return TeamOut.of(row)
+
+
+def _lifecycle_operation(action):
+    def operation(request, team: str):
+        who = caller(request)
+        row = who.team(team)
+        who.require_pm(f"{action.value} the team")
+        row = conversation.PM_ACTION_SERVICES[action](team=row)
+        row.refresh_from_db()
+        return TeamOut.of(row)
+
+    operation.__name__ = f"teams_{action.value}"
+    operation.__doc__ = (
+        f"{action.label} the team, through the same state table as the pages; a "
+        "transition its status does not allow is a 409 that says why."
+    )
+    router.post(
+        f"/teams/{{team}}/{action.value}",
+        response=responses({200: TeamOut}, 404, 409),
+        operation_id=operation.__name__,
+    )(operation)
+
+
+for _action in PM_ACTIONS:
+    _lifecycle_operation(_action)

@@ -1,0 +1,73 @@
+"""The tools: listed with their schemas, and each one its own operation whose
+request body is the tool's own parameter model (the same schema the model gets as
+its input_schema). Adding a tool to tools/ adds its endpoint here, with no code."""
+
+from contextlib import nullcontext
+
+from django.db import transaction
+from ninja import Body, Router
+
+from teams.access import Caller
+from teams.api.auth import caller
+from teams.api.schemas import ToolCallOut, ToolOut, TurnEndOut, responses
+from teams.engine.loop import tool_context
+from teams.engine.prompts import history_messages
+from teams.errors import PermissionDenied
+from teams.selectors import agent_get
+from tools import registry
+from tools.base import Tool
+
+router = Router(tags=["tools"])
+
+
+@router.get("/tools", response=responses({200: list[ToolOut]}), operation_id="tools_list")
+def tools_list(request):
+    """Every tool: its name, description, input schema and who has it."""
+    return [
+        ToolOut(
+            name=tool.name,
+            description=tool.description,
+            input_schema=tool.definition()["input_schema"],
+            roles=sorted(tool.roles) if tool.roles is not None else None,
+            phases=sorted(tool.phases) if tool.phases is not None else None,
+        )
+        for tool in registry.all_tools()
+    ]
+
+
+def run_tool(who: Caller, tool: type[Tool], team: str, agent: str, params) -> ToolCallOut:
+    """Run `tool` as `agent` through the registry the agent loop uses."""
+    row = who.team(team)
+    member = agent_get(team=row, name=agent)
+    who.require_agent(member)
+    reason = tool.unavailable_reason(member, row)
+    if reason:
+        raise PermissionDenied(reason)
+    ctx = tool_context(team=row, agent=member, messages=history_messages(member, row))
+    # Tools that call a model hold no transaction open meanwhile (as in a turn).
+    with nullcontext() if tool.calls_model else transaction.atomic():
+        result = registry.execute(tool.name, params.model_dump(), ctx)
+    end = result.ends_turn
+    return ToolCallOut(
+        result=result.text,
+        is_error=result.is_error,
+        outcome=TurnEndOut(kind=end.outcome.value, reason=end.reason) if end else None,
+    )
+
+
+def _tool_operation(tool: type[Tool]) -> None:
+    def operation(request, team: str, agent: str, params: tool.Params = Body(...)):
+        return run_tool(caller(request), tool, team, agent, params)
+
+    operation.__name__ = f"tool_{tool.name}"
+    operation.__doc__ = tool.description
+    router.post(
+        f"/teams/{{team}}/agents/{{agent}}/tools/{tool.name}",
+        response=responses({200: ToolCallOut}, 404),
+        operation_id=operation.__name__,
+        summary=f"Run {tool.name} as the agent",
+    )(operation)
+
+
+for _tool in registry.all_tools():
+    _tool_operation(_tool)
