@@ -95,8 +95,10 @@ class SameOriginValidator:
     the request's own origin (the Host header, one of ALLOWED_HOSTS, with the
     connection's scheme: scheme, host and port all count) or one of
     CSRF_TRUSTED_ORIGINS. Anything else, a missing Origin included, is refused
-    before the handshake completes. (Channels' AllowedHostsOriginValidator
-    compares host names only, so any other port on localhost passed.)"""
+    before the handshake completes, except a program's handshake: an Authorization
+    header and no Origin (the consumer then checks the token). (Channels'
+    AllowedHostsOriginValidator compares host names only, so any other port on
+    localhost passed.)"""
 
     def __init__(self, application):
         self.application = application
@@ -104,7 +106,12 @@ class SameOriginValidator:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "websocket":
             raise ValueError("SameOriginValidator guards WebSocket connections only")
-        origin = _origin_parts(_header(scope, b"origin") or "")
+        raw_origin = _header(scope, b"origin")
+        if raw_origin is None and _header(scope, b"authorization"):
+            # A program with a token, not a page: browsers always send an Origin and
+            # cannot set Authorization on a WebSocket, so no other site can forge this.
+            return await self.application(scope, receive, send)
+        origin = _origin_parts(raw_origin or "")
         if origin is not None and (origin == _own_origin(scope) or _trusted(origin)):
             return await self.application(scope, receive, send)
         return await WebsocketDenier()(scope, receive, send)

@@ -116,3 +116,45 @@ def caller_for_key(raw_key: str) -> Caller | None:
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return Caller(user=user, token=token)
+
+
+def caller_refreshed(caller: Caller) -> Caller | None:
+    """The same caller as the database has it now: None once its token is revoked or
+    its user is no longer active staff (a live socket re-checks with this)."""
+    if caller.token is None:
+        user = get_user_model().objects.filter(pk=caller.user.pk).first()
+        return caller_for_user(user)
+    token = (
+        ApiToken.objects.select_related("agent")
+        .filter(pk=caller.token.pk, revoked_at__isnull=True)
+        .first()
+    )
+    if token is None:
+        return None
+    user = None
+    if token.user_id is not None:
+        user = caller_for_user(get_user_model().objects.filter(pk=token.user_id).first())
+        if user is None:
+            return None
+        user = user.user
+    return Caller(user=user, token=token)
+
+
+def bearer_key(headers) -> str | None:
+    """The key of an `Authorization: Bearer <key>` header among ASGI (name, value)
+    pairs, or None."""
+    for name, value in headers:
+        if name.lower() == b"authorization":
+            scheme, _, key = value.decode("latin1").partition(" ")
+            if scheme.lower() == "bearer" and key.strip():
+                return key.strip()
+    return None
+
+
+def caller_for_scope(scope) -> Caller | None:
+    """A WebSocket's caller: its Bearer token when the handshake has one (a program),
+    else the session's staff user (a page)."""
+    key = bearer_key(scope.get("headers", []))
+    if key is not None:
+        return caller_for_key(key)
+    return caller_for_user(scope.get("user"))

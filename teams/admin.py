@@ -46,7 +46,7 @@ TEAM_PATHS = {
     Keeper: "team",
     KeeperEntry: "keeper__team",
     Anchor: "team",
-    AnchorRevision: "anchor__team",
+    AnchorRevision: "team",
     PMRequest: "team",
     Consultation: "team",
     ApiToken: "team",
@@ -178,6 +178,18 @@ class AnchorInline(ScopedChoicesMixin, admin.TabularInline):
     readonly_fields = ("updated_by", "updated_at")
 
 
+def delete_row(request, row) -> None:
+    """Delete as the services do: an anchor's deletion joins its history."""
+    if isinstance(row, Anchor):
+        services.anchor_delete(team=row.team, key=row.key, changed_by=pm_label(request))
+    else:
+        row.delete()
+
+
+def pm_label(request) -> str:
+    return f"pm ({request.user.get_username()})"
+
+
 def anchor_save_from(request, anchor: Anchor) -> Anchor:
     """An anchor edited in the admin, saved as every anchor is: a revision kept, the
     person named as its author."""
@@ -185,7 +197,7 @@ def anchor_save_from(request, anchor: Anchor) -> Anchor:
         team=anchor.team,
         key=anchor.key,
         value=anchor.value,
-        changed_by=f"pm ({request.user.get_username()})",
+        changed_by=pm_label(request),
     )
 
 
@@ -290,7 +302,7 @@ class TeamAdmin(TeamScopedAdmin):
             save_row(row_form)
         formset.save(commit=False)  # collects deleted_objects
         for row in formset.deleted_objects:
-            row.delete()
+            delete_row(request, row)
 
     def _run(self, request, queryset, action: TeamAction, verb: str):
         for team in queryset:
@@ -560,11 +572,20 @@ class AnchorAdmin(TeamScopedAdmin):
         saved = anchor_save_from(request, obj)
         obj.pk, obj.updated_by = saved.pk, saved.updated_by
 
+    def delete_model(self, request, obj):
+        delete_row(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for anchor in queryset.select_related("team"):
+            delete_row(request, anchor)
+
 
 @admin.register(AnchorRevision)
 class AnchorRevisionAdmin(HistoryAdminMixin, TeamScopedAdmin):
-    list_display = ("anchor", "value", "changed_by", "created_at")
-    list_select_related = ("anchor", "anchor__team")
+    list_display = ("key", "team", "value", "deleted", "changed_by", "created_at")
+    list_filter = ("team", "deleted")
+    search_fields = ("key", "value")
+    list_select_related = ("team",)
 
 
 class PMRequestAnswerForm(forms.ModelForm):
@@ -646,19 +667,66 @@ class ConsultationAdmin(HistoryAdminMixin, TeamScopedAdmin):
     list_select_related = ("team", "agent", "profile")
 
 
+class ApiTokenForm(forms.ModelForm):
+    class Meta:
+        model = ApiToken
+        fields = ("team", "agent", "name")
+
+    def clean(self):
+        data = super().clean()
+        team, agent = data.get("team"), data.get("agent")
+        if not self.instance.pk and team is None:
+            self.add_error(
+                "team",
+                "A token made here is for a team (account tokens: "
+                "manage.py create_api_token --user NAME).",
+            )
+        if agent is not None and team is not None and agent.team_id != team.id:
+            self.add_error("agent", f"Agent {agent.name} is not in team {team.slug}.")
+        return data
+
+
 @admin.register(ApiToken)
 class ApiTokenAdmin(TeamScopedAdmin):
-    list_display = ("name", "team", "prefix", "created_at", "last_used_at", "revoked_at")
+    """Team tokens are made here (the key shown once) and revoked with the action;
+    account tokens (a user's, no team) are superusers' to see."""
+
+    form = ApiTokenForm
+    list_display = (
+        "name",
+        "team",
+        "agent",
+        "user",
+        "prefix",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
     list_filter = ("team",)
     search_fields = ("name", "prefix")
-    list_select_related = ("team",)
-    readonly_fields = ("prefix", "created_at", "last_used_at")
-    fields = ("team", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_select_related = ("team", "agent", "user")
+    fields = ("team", "agent", "name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
+    actions = ("revoke",)
+
+    def get_readonly_fields(self, request, obj=None):
+        live = ("user", "prefix", "created_at", "last_used_at", "revoked_at")
+        return live + (("team", "agent") if obj is not None else ())
+
+    def get_queryset(self, request):
+        if request.user.is_superuser:  # account tokens belong to no team
+            return admin.ModelAdmin.get_queryset(self, request)
+        return super().get_queryset(request)
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        for token in queryset:
+            services.api_token_revoke(token=token)
+        self.message_user(request, f"{len(queryset)} token(s) revoked.")
 
     def save_model(self, request, obj, form, change):
         if change:
             return super().save_model(request, obj, form, change)
-        token, raw_key = services.api_token_create(team=obj.team, name=obj.name)
+        token, raw_key = services.api_token_create(team=obj.team, agent=obj.agent, label=obj.name)
         obj.pk, obj.prefix, obj.key_hash = token.pk, token.prefix, token.key_hash
         obj._raw_key = raw_key  # for response_add only; never stored
 

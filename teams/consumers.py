@@ -14,10 +14,11 @@ from asgiref.sync import sync_to_async
 from channels.consumer import AsyncConsumer
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.contrib.auth import get_user_model
 
 from teams import events, selectors
+from teams.access import Caller, caller_for_scope, caller_refreshed
 from teams.engine.worker import run_claimed_turn
+from teams.errors import NotFound
 from teams.events import Audience
 from teams.models import Team
 from teams.schemas import MessageOut, PMRequestOut, QueryOut
@@ -88,6 +89,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     audience = Audience.NONE
     checked_at = 0.0
     team_ids: set[int] = frozenset()
+    caller: Caller | None = None
     slot_user_id: int | None = None
     renewer: asyncio.Task | None = None
 
@@ -107,7 +109,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     async def take_slot(self) -> bool:
         """One of the user's MAX_SOCKETS_PER_USER slots, or False when all are taken."""
         slots = socket_slots(self.channel_layer)
-        user_id = self.scope["user"].pk
+        user_id = str(self.caller)
         if not await slots.take(user_id, self.channel_name, MAX_SOCKETS_PER_USER):
             return False
         self.slot_user_id = user_id
@@ -144,7 +146,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         now = time.monotonic()
         if force or now - self.checked_at >= ACCESS_RECHECK_SECONDS:
             self.checked_at = now
-            ids = await database_sync_to_async(_visible_team_ids)(self.scope.get("user"))
+            ids = await database_sync_to_async(_visible_team_ids)(self.caller)
             self.team_ids = ids or set()
             return ids
         return self.team_ids
@@ -166,9 +168,10 @@ class TeamConsumer(LiveConsumer):
 
     async def connect(self):
         slug = self.scope["url_route"]["kwargs"]["slug"]
-        self.team = await database_sync_to_async(selectors.team_for_user)(
-            user=self.scope.get("user"), slug=slug
-        )
+        self.caller = await database_sync_to_async(caller_for_scope)(self.scope)
+        self.team = None
+        if self.caller is not None:
+            self.team = await database_sync_to_async(_team_of)(self.caller, slug)
         if self.team is None:
             await self.refuse(CLOSE_ACCESS_REFUSED)
             return
@@ -203,7 +206,7 @@ class PMInboxConsumer(LiveConsumer):
     """Open PM requests appearing and leaving, for the teams this user may see."""
 
     async def connect(self):
-        user = self.scope.get("user")
+        self.caller = await database_sync_to_async(caller_for_scope)(self.scope)
         if await self.refresh_access(force=True) is None:
             await self.refuse(CLOSE_ACCESS_REFUSED)
             return
@@ -213,7 +216,7 @@ class PMInboxConsumer(LiveConsumer):
         await self.channel_layer.group_add(events.INBOX_GROUP, self.channel_name)
         await self.accept()
         # The open requests as of now, so the page can settle anything it missed.
-        requests = await database_sync_to_async(_open_requests)(user)
+        requests = await database_sync_to_async(_open_requests)(self.caller)
         await self.send_json(events.PMRequestOpenList(requests=requests).wire())
 
     async def disconnect(self, code):
@@ -230,15 +233,22 @@ class PMInboxConsumer(LiveConsumer):
         return team_id in visible
 
 
-def _visible_team_ids(user) -> set[int] | None:
-    """None when the user may not use the live pages at all (any more)."""
-    if user is None or not user.is_authenticated:
+def _visible_team_ids(caller: Caller | None) -> set[int] | None:
+    """None when the caller may not use the live sockets at all (any more)."""
+    if caller is None:
         return None
-    # Fresh from the database: the scope's user is as it was at connect.
-    user = get_user_model().objects.filter(pk=user.pk, is_active=True, is_staff=True).first()
-    if user is None:
+    # Fresh from the database: the scope's user or token is as it was at connect.
+    caller = caller_refreshed(caller)
+    if caller is None:
         return None
-    return set(selectors.teams_visible_to(user=user).values_list("id", flat=True))
+    return set(caller.teams().values_list("id", flat=True))
+
+
+def _team_of(caller: Caller, slug: str) -> Team | None:
+    try:
+        return caller.team(slug)
+    except NotFound:
+        return None
 
 
 def _after_id(scope) -> int:
@@ -282,8 +292,8 @@ def team_catch_up(team_id: int, after_id: int) -> list[dict]:
     return [event.wire() for event in [*missed, *queries, status]]
 
 
-def _open_requests(user) -> list[PMRequestOut]:
-    return [PMRequestOut.of(r) for r in selectors.open_pm_requests_for(user=user)]
+def _open_requests(caller: Caller) -> list[PMRequestOut]:
+    return [PMRequestOut.of(r) for r in selectors.open_pm_requests_in(teams=caller.teams())]
 
 
 # --- socket slots: MAX_SOCKETS_PER_USER live sockets per user ---------------------

@@ -82,13 +82,18 @@ def team_for_user(*, user, slug: str) -> Team | None:
     return teams_visible_to(user=user).filter(slug=slug).first()
 
 
-def open_pm_requests_for(*, user) -> QuerySet[PMRequest]:
-    """Open PM requests of the teams this user may see, newest first."""
+def open_pm_requests_in(*, teams: QuerySet[Team]) -> QuerySet[PMRequest]:
+    """Open PM requests of these teams, newest first."""
     return (
-        PMRequest.objects.filter(status=PMRequest.Status.OPEN, team__in=teams_visible_to(user=user))
+        PMRequest.objects.filter(status=PMRequest.Status.OPEN, team__in=teams)
         .select_related("team", "agent")
         .order_by("-created_at", "-id")
     )
+
+
+def open_pm_requests_for(*, user) -> QuerySet[PMRequest]:
+    """Open PM requests of the teams this user may see, newest first."""
+    return open_pm_requests_in(teams=teams_visible_to(user=user))
 
 
 TRANSCRIPT_LIMIT = 500

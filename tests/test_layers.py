@@ -19,8 +19,12 @@ FACES = {"teams.admin", "teams.views", "teams.urls", "teams.consumers", "teams.r
 FACES |= {"teams.charts"}
 
 
+def is_face(module: str) -> bool:
+    return module.startswith(("loomsite", "teams.management", "teams.api")) or module in FACES
+
+
 def layer_of(module: str) -> str:
-    if module.startswith(("loomsite", "teams.management")) or module in FACES:
+    if is_face(module):
         return "faces"
     if module.startswith("teams.engine"):
         return "engine"

@@ -35,7 +35,7 @@ def one_of_each(team) -> dict:
     consultation = Consultation.objects.create(
         team=team, agent=coach, profile=profile, prompt=f"Check {team.slug}"
     )
-    token, _ = services.api_token_create(team=team, name=f"ci-{team.slug}")
+    token, _ = services.api_token_create(team=team, label=f"ci-{team.slug}")
     rows = [team, coach, message, anchor, pm_request, query, turn, step, keeper, entry]
     rows += [profile, consultation, token, anchor.revisions.first()]
     return {type(row): row for row in rows}
@@ -89,7 +89,7 @@ def test_add_api_token_in_admin_shows_key_once_and_never_in_a_cookie(admin_clien
     assert "Copy it now" in page and reverse("admin:teams_apitoken_changelist") in page
     assert "no-store" in response["Cache-Control"]
     token = team.api_tokens.get(name="bot")
-    assert token.key_hash == ApiToken.hash_key(raw_key) and token.prefix == raw_key[:8]
+    assert token.key_hash == ApiToken.hash_key(raw_key) and token.prefix == raw_key[:12]
     assert raw_key not in str(ApiToken.objects.filter(pk=token.pk).values().get())
     for cookie in [*response.cookies.values(), *admin_client.cookies.values()]:
         assert raw_key not in cookie.value

@@ -3,7 +3,8 @@ from django.db import IntegrityError, transaction
 
 from teams import pm_requests, selectors, services
 from teams.errors import Conflict, InvalidInput, NotFound
-from teams.models import Agent, Anchor, Message, PMRequest, Team, Turn
+from teams.models import Agent, Anchor, ApiToken, Message, PMRequest, Team, Turn
+from tests.helpers import make_team
 
 
 def test_team_create_with_agents_in_rotation_order(team):
@@ -115,13 +116,22 @@ def test_text_postgresql_cannot_store_is_refused_everywhere(team, agents):
     assert not PMRequest.objects.exists()
 
 
-def test_api_token_hashed_at_rest(team):
-    token, raw = services.api_token_create(team=team, name="ci")
+def test_api_token_hashed_at_rest(team, agents, superuser, outsider):
+    token, raw = services.api_token_create(team=team, label="ci")
     assert raw.startswith(token.prefix)
     assert raw not in (token.key_hash, token.prefix)
     assert len(token.key_hash) == 64
-    with pytest.raises(Conflict):
-        services.api_token_create(team=team, name="ci")
+    bound, _ = services.api_token_create(agent=agents["coder"], label="ci")  # labels may repeat
+    assert bound.team == team and bound.agent == agents["coder"]
+    account, _ = services.api_token_create(user=superuser)
+    assert account.team is None and account.user == superuser
+    with pytest.raises(InvalidInput, match="not both or neither"):
+        services.api_token_create(team=team, user=superuser)
+    with pytest.raises(InvalidInput, match="not active staff"):
+        services.api_token_create(user=outsider)
+    with pytest.raises(InvalidInput, match="not in team"):
+        services.api_token_create(team=make_team("gamma"), agent=agents["coder"])
+    assert ApiToken.objects.count() == 3
 
 
 def test_selectors_not_found(team):
