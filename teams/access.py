@@ -67,8 +67,7 @@ class Caller:
         """Refuse to act as `agent` when the token is bound to another one."""
         if self.agent_id is not None and self.agent_id != agent.id:
             raise PermissionDenied(
-                f"This token acts only as agent {self.token.agent.name!r}, not as "
-                f"{agent.name!r}."
+                f"This token acts only as agent {self.token.agent.name!r}, not as {agent.name!r}."
             )
 
     def require_team_creator(self) -> None:
