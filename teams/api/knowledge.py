@@ -163,9 +163,8 @@ def anchors_put(request, team: str, key: str, payload: AnchorIn):
     who = caller(request)
     row = who.team(team)
     who.require_pm("change anchors")
-    anchor = services.anchor_save(
-        team=row, key=_anchor_key(key), value=payload.value, changed_by=who.label
-    )
+    # The service validates the key (a 422 saying what keys may be).
+    anchor = services.anchor_save(team=row, key=key, value=payload.value, changed_by=who.label)
     return AnchorOut.of(anchor)
 
 
