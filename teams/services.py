@@ -100,6 +100,9 @@ def team_update(*, team: Team, fields: list[str]) -> Team:
     unknown = set(fields) - set(TEAM_SETTINGS)
     if unknown:
         raise InvalidInput(f"Not a team setting: {', '.join(sorted(unknown))}.")
+    for field in fields:
+        if isinstance(getattr(team, field), str):
+            text_check(getattr(team, field), field=field)
     validated(team, exclude=[f for f in TEAM_SETTINGS if f not in fields])
     if not fields:
         return team

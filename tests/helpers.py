@@ -183,3 +183,20 @@ def forward_chain_script():
             ],
         }
     )
+
+
+def state() -> dict:
+    """Every row of the teams app (and every team's managers), to show a refused
+    request changed nothing. A token's last use is bookkeeping, not state."""
+    from django.apps import apps
+
+    from teams.models import Team
+
+    rows = {}
+    for model in apps.get_app_config("teams").get_models():
+        rows[model.__name__] = [
+            {k: v for k, v in row.items() if k != "last_used_at"}
+            for row in model.objects.order_by("pk").values()
+        ]
+    rows["managers"] = sorted(Team.managers.through.objects.values_list("team_id", "user_id"))
+    return rows

@@ -1,0 +1,70 @@
+"""Who calls the API in these tests: tokens for each persona, and a team with a row
+behind every path parameter (a query, a keeper, an anchor, a PM request, a token)."""
+
+import pytest
+from django.core.cache import cache
+
+from teams import keepers, pm_requests, questions, services
+from tests.helpers import ApiClient, api_token
+
+
+@pytest.fixture(autouse=True)
+def fresh_rate_limits():
+    """Rate-limit history lives in the cache: each test starts with none."""
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def alpha_key(team):
+    """A team token of alpha: everything a PM may do there, and acting as any agent."""
+    return api_token(team=team, label="alpha program")
+
+
+@pytest.fixture
+def api(alpha_key):
+    return ApiClient(alpha_key)
+
+
+@pytest.fixture
+def coder_api(agents):
+    """A token of alpha bound to its coder: acts as the coder only."""
+    return ApiClient(api_token(agent=agents["coder"], label="coder program"))
+
+
+@pytest.fixture
+def beta_api(other_team):
+    """Another team's token: alpha must be as absent as a team that does not exist."""
+    return ApiClient(api_token(team=other_team))
+
+
+@pytest.fixture
+def root_api(superuser):
+    """An account token of a superuser."""
+    return ApiClient(api_token(user=superuser, label="root's scripts"))
+
+
+@pytest.fixture
+def furnished(team, agents):
+    """Alpha with one of each thing the paths name: the query researcher→coder
+    (key in .query.key), a keeper of the coach's, the anchor "db", an open PM
+    request and a token ("old script")."""
+    query = questions.ask(
+        team=team, origin=agents["researcher"], question="Which parser?", target="coder"
+    )
+    for n in range(3):
+        services.message_add(team=team, content=f"We chose the LALR parser, note {n}.")
+    offload = keepers.offload(
+        agent=agents["coach"], messages=list(team.messages.filter(kind="chat")), topic="parser"
+    )
+    services.anchor_save(team=team, key="db", value="PostgreSQL 16", changed_by="pm")
+    request = pm_requests.pm_request_open(team=team, agent=agents["coach"], question="Scope?")
+    token, _ = services.api_token_create(team=team, label="old script")
+
+    class Furnished:
+        pass
+
+    f = Furnished()
+    f.query, f.keeper, f.request, f.token = query, offload.keeper, request, token
+    return f

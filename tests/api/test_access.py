@@ -1,0 +1,230 @@
+"""Who may call what, for every operation the OpenAPI document lists: no credentials
+is 401, another team's token is 404 (as if the team did not exist), an agent's token
+acting as another agent or as the PM is 403, and a refused request changes nothing.
+
+The operations come from the API itself, so a new one is checked (and must be
+classified below) the day it is added."""
+
+import pytest
+from django.test import Client
+from django.utils.timezone import now
+
+from teams.api.site import api as ninja_api
+from teams.models import ApiToken, Message, Team
+from tests.helpers import ApiClient, api_token, client_for, state
+
+pytestmark = pytest.mark.django_db
+
+# A valid body for each operation that takes one, so a refusal is about who calls,
+# not about what they sent.
+BODIES = {
+    "teams_create": {"slug": "gamma", "agents": [{"name": "coach", "role": "coach"}]},
+    "teams_update": {"goal": "Ship the lexer."},
+    "agents_create": {"name": "tester", "role": "tester"},
+    "agents_update": {"role_prompt": "Be brief."},
+    "agents_post_message": {"content": "Hello from the program."},
+    "messages_post": {"content": "PM here."},
+    "pm_requests_answer": {"answer": "Small scope."},
+    "keepers_retrieve": {"query": "parser", "mode": "raw"},
+    "anchors_put": {"value": "SQLite"},
+    "tokens_create": {"label": "another"},
+    "tool_pass_turn": {"reason": "agree"},
+    "tool_ask_pm": {"question": "Budget?"},
+    "tool_signal_phase_complete": {"summary": "Agreed."},
+    "tool_peer_ask_question": {"question": "Ready?"},
+    "tool_peer_answer_question": {"query_id": "QUERY", "answer": "Yes."},
+    "tool_peer_forward_question": {"query_id": "QUERY", "enrichment": "Ask the coder."},
+    "tool_context_retrieve": {"query": "parser", "mode": "raw"},
+    "tool_context_offload": {"topic": "old talk"},
+    "tool_peer_message": {"to": "coach", "content": "Hi."},
+    "tool_peer_discovery": {},
+}
+
+# What an agent's token may not do: act as the PM...
+PM_ONLY = {
+    "teams_create",
+    "teams_update",
+    "teams_start",
+    "teams_pause",
+    "teams_resume",
+    "agents_create",
+    "agents_update",
+    "agents_delete",
+    "messages_post",
+    "pm_requests_answer",
+    "anchors_put",
+    "anchors_delete",
+    "tokens_list",
+    "tokens_create",
+    "tokens_revoke",
+}
+# ...or act as another agent than its own.
+AS_AGENT = {"agents_post_message"} | {op for op in BODIES if op.startswith("tool_")}
+
+
+def operations() -> list[tuple[str, str, str]]:
+    """(operation id, method, path template) of every operation."""
+    schema = ninja_api.get_openapi_schema()
+    return [
+        (op["operationId"], method.upper(), path)
+        for path, methods in schema["paths"].items()
+        for method, op in methods.items()
+    ]
+
+
+OPERATIONS = operations()
+TEAM_SCOPED = [op for op in OPERATIONS if op[2].startswith("/api/teams/{team}")]
+
+
+def concrete(template: str, furnished, agent="reviewer") -> str:
+    """The template with alpha's rows in it (the path without its /api prefix)."""
+    anchor_or_query = furnished.query.key if "/queries/" in template else "db"
+    return (
+        template.removeprefix("/api")
+        .replace("{team}", "alpha")
+        .replace("{agent}", agent)
+        .replace("{key}", anchor_or_query)
+        .replace("{request_id}", str(furnished.request.id))
+        .replace("{keeper_id}", str(furnished.keeper.id))
+        .replace("{token_id}", str(furnished.token.id))
+    )
+
+
+def call(client: ApiClient, op_id: str, method: str, path: str, furnished):
+    body = BODIES.get(op_id)
+    if body is not None and "query_id" in body:
+        body = {**body, "query_id": furnished.query.key}
+    if method == "GET":
+        return client.get(path)
+    if method == "DELETE":
+        return client.delete(path)
+    return getattr(client, method.lower())(path, body if body is not None else {})
+
+
+def test_every_operation_is_classified():
+    ids = {op_id for op_id, _, _ in OPERATIONS}
+    writes = {op_id for op_id, method, _ in OPERATIONS if method != "GET"}
+    assert PM_ONLY | AS_AGENT | {"keepers_retrieve"} == writes | {"tokens_list"}
+    assert {op for op in BODIES} <= ids
+    assert len(OPERATIONS) >= 43
+
+
+@pytest.mark.parametrize(("op_id", "method", "template"), OPERATIONS)
+def test_no_credentials_is_401_and_changes_nothing(op_id, method, template, furnished, alpha_key):
+    for client in (ApiClient(), ApiClient("loom_not-a-token"), ApiClient("")):
+        before = state()
+        response = call(client, op_id, method, concrete(template, furnished), furnished)
+        assert response.status_code == 401, (op_id, response.content)
+        assert response.json()["detail"].startswith("Authentication required")
+        assert response["WWW-Authenticate"] == "Bearer"
+        assert state() == before
+
+
+def test_a_revoked_token_is_401_from_its_next_request(api, alpha_key):
+    assert api.get("/teams/alpha").status_code == 200
+    ApiToken.objects.filter(key_hash=ApiToken.hash_key(alpha_key)).update(revoked_at=now())
+    assert api.get("/teams/alpha").status_code == 401
+
+
+@pytest.mark.parametrize(("op_id", "method", "template"), TEAM_SCOPED)
+def test_another_teams_token_finds_nothing(op_id, method, template, furnished, beta_api):
+    before = state()
+    response = call(beta_api, op_id, method, concrete(template, furnished), furnished)
+    assert response.status_code == 404, (op_id, response.content)
+    assert response.json() == {"detail": "No team with slug 'alpha'."}
+    assert state() == before
+
+
+def test_a_team_token_lists_its_own_team_only(api, beta_api, furnished):
+    assert [t["slug"] for t in api.get("/teams").json()] == ["alpha"]
+    assert [t["slug"] for t in beta_api.get("/teams").json()] == ["beta"]
+    # The same answer for a team that exists elsewhere and one that does not.
+    assert beta_api.get("/teams/alpha").json() == {"detail": "No team with slug 'alpha'."}
+    assert beta_api.get("/teams/nope").json() == {"detail": "No team with slug 'nope'."}
+
+
+@pytest.mark.parametrize(
+    ("op_id", "method", "template"), [op for op in OPERATIONS if op[0] in AS_AGENT]
+)
+def test_an_agents_token_cannot_act_as_another_agent(op_id, method, template, furnished, coder_api):
+    before = state()
+    response = call(coder_api, op_id, method, concrete(template, furnished), furnished)
+    assert response.status_code == 403, (op_id, response.content)
+    assert response.json() == {
+        "detail": "This token acts only as agent 'coder', not as 'reviewer'."
+    }
+    assert state() == before
+
+
+@pytest.mark.parametrize(
+    ("op_id", "method", "template"), [op for op in OPERATIONS if op[0] in PM_ONLY]
+)
+def test_an_agents_token_cannot_act_as_the_pm(op_id, method, template, furnished, coder_api):
+    before = state()
+    response = call(coder_api, op_id, method, concrete(template, furnished, "coder"), furnished)
+    assert response.status_code == 403, (op_id, response.content)
+    expected = (
+        "A team token reaches its own team only"
+        if op_id == "teams_create"
+        else "This token acts only as agent 'coder'"
+    )
+    assert expected in response.json()["detail"]
+    assert state() == before
+
+
+def test_an_agents_token_reads_the_team_and_acts_as_its_agent(coder_api, furnished):
+    for op_id, method, template in OPERATIONS:
+        if method == "GET" and op_id not in PM_ONLY and template.startswith("/api/teams/{team}"):
+            path = concrete(template, furnished, "coder")
+            assert coder_api.get(path).status_code == 200, op_id
+    response = coder_api.post(
+        "/teams/alpha/agents/coder/tools/peer_answer_question",
+        {"query_id": furnished.query.key, "answer": "LALR."},
+    )
+    assert response.json()["result"] == f"Answer delivered for query {furnished.query.key}."
+
+
+def test_team_tokens_cannot_create_teams(api, pm, team):
+    response = api.post("/teams", BODIES["teams_create"])
+    assert response.status_code == 403
+    assert "create teams with an account token" in response.json()["detail"]
+    # A PM's account token acts with the PM's rights: no teams.add_team, no team.
+    pm_api = ApiClient(api_token(user=pm))
+    assert pm_api.post("/teams", BODIES["teams_create"]).status_code == 403
+    assert not Team.objects.filter(slug="gamma").exists()
+    assert [t["slug"] for t in pm_api.get("/teams").json()] == ["alpha"]
+
+
+def test_an_account_token_stops_working_when_its_user_loses_staff(pm, team):
+    pm_api = ApiClient(api_token(user=pm))
+    assert pm_api.get("/teams/alpha").status_code == 200
+    pm.is_staff = False
+    pm.save()
+    assert pm_api.get("/teams/alpha").status_code == 401
+
+
+def test_staff_sessions_work_with_csrf_enforced_on_unsafe_methods(pm, team):
+    browser = client_for(pm)
+    browser.handler.enforce_csrf_checks = True
+    session = ApiClient(client=browser)
+    assert [t["slug"] for t in session.get("/teams").json()] == ["alpha"]
+    response = session.post("/teams/alpha/messages", {"content": "No CSRF token."})
+    assert response.status_code == 403 and "CSRF" in response.json()["detail"]
+    assert not Message.objects.exists()
+    browser.get("/")  # the page sets the CSRF cookie, as a browser would have it
+    session.headers = {"X-CSRFToken": browser.cookies["csrftoken"].value}
+    assert session.post("/teams/alpha/messages", {"content": "With it."}).status_code == 201
+    # Not staff: no API either.
+    outsider = Client()
+    assert ApiClient(client=outsider).get("/teams").status_code == 401
+
+
+def test_rate_limit_is_per_token_with_retry_after(settings, api, team):
+    settings.LOOM_API_RATE = "3/min"
+    assert [api.get("/teams/alpha").status_code for _ in range(3)] == [200, 200, 200]
+    response = api.get("/teams/alpha")
+    assert response.status_code == 429
+    assert 1 <= int(response["Retry-After"]) <= 60
+    assert "detail" in response.json()
+    # Another token has its own allowance.
+    assert ApiClient(api_token(team=team)).get("/teams/alpha").status_code == 200
