@@ -78,6 +78,29 @@ def test_agent_output_is_escaped_in_admin(admin_client, populated):
     assert b"<b>hello</b>" not in response.content
 
 
+def test_admin_tokens_bind_to_an_agent_of_their_team_and_are_revoked(
+    admin_client, team, other_team
+):
+    coder = team.agents.get(name="coder")
+    response = admin_client.post(
+        reverse("admin:teams_apitoken_add"), {"team": other_team.pk, "agent": coder.pk, "name": "x"}
+    )
+    assert (
+        response.status_code == 200
+        and "Agent coder is not in team beta." in response.content.decode()
+    )
+    assert not ApiToken.objects.exists()
+    admin_client.post(reverse("admin:teams_apitoken_add"), {"team": team.pk, "agent": coder.pk})
+    token = ApiToken.objects.get()
+    assert token.agent == coder
+    admin_client.post(
+        reverse("admin:teams_apitoken_changelist"),
+        {"action": "revoke", "_selected_action": [token.pk]},
+    )
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+
+
 def test_add_api_token_in_admin_shows_key_once_and_never_in_a_cookie(admin_client, team):
     """Bug: the raw key went into a message, i.e. the signed but readable cookie."""
     response = admin_client.post(

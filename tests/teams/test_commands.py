@@ -56,3 +56,42 @@ def test_serve_refuses_a_port_in_use_with_a_clear_error():
         port = taken.getsockname()[1]
         with pytest.raises(CommandError, match=f"Cannot listen on 127.0.0.1:{port}.*--port"):
             call_command("serve", "--port", str(port))
+
+
+def test_create_api_token_prints_the_token_alone_on_the_last_line(team, agents, capsys):
+    from teams.models import ApiToken
+    from tests.helpers import ApiClient, make_user
+
+    call_command("create_api_token", "alpha", "--agent", "coder", "--label", "ci bot")
+    out = capsys.readouterr().out
+    lines = out.strip().splitlines()
+    key = lines[-1]
+    assert key.startswith("loom_") and " " not in key
+    assert "team token of alpha, acting only as agent coder" in out
+    token = ApiToken.objects.get(key_hash=ApiToken.hash_key(key))
+    assert (token.team, token.agent, token.name) == (team, agents["coder"], "ci bot")
+    assert key not in str(ApiToken.objects.filter(pk=token.pk).values().get())
+    reply = ApiClient(key).post("/teams/alpha/agents/coder/tools/pass_turn", {"reason": "ok"})
+    assert reply.json()["outcome"]["kind"] == "pass"
+
+    make_user("root", superuser=True)
+    call_command("create_api_token", "--user", "root")
+    account = capsys.readouterr().out.strip().splitlines()[-1]
+    assert ApiClient(account).post("/teams", {"slug": "gamma"}).status_code == 201
+
+
+def test_create_api_token_errors(team, capsys):
+    from tests.helpers import make_user
+
+    for args, message in (
+        ((), "Give the team's slug, or --user NAME"),
+        (("alpha", "--user", "x"), "not both"),
+        (("nope",), "No team with slug 'nope'"),
+        (("alpha", "--agent", "nobody"), "no agent named 'nobody'"),
+        (("--user", "nobody"), "No user named 'nobody'"),
+    ):
+        with pytest.raises(CommandError, match=message):
+            call_command("create_api_token", *args)
+    make_user("eve", staff=False)
+    with pytest.raises(CommandError, match="not active staff"):
+        call_command("create_api_token", "--user", "eve")

@@ -371,3 +371,59 @@ async def test_a_garbage_after_is_read_as_zero_not_a_crash(after):
     seen = await receive_until(communicator, lambda e: e["event"] == "team.status")
     assert seen[-1]["catch_up_omitted"] == 0
     await communicator.disconnect()
+
+
+def token_socket(key: str, slug="alpha", origin: bytes | None = None):
+    """A program's handshake through the whole ASGI stack: a Bearer token, no cookie."""
+    from loomsite.asgi import application
+
+    headers = [(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {key}".encode())]
+    if origin is not None:
+        headers.append((b"origin", origin))
+    return WebsocketCommunicator(application, f"/ws/teams/{slug}/", headers=headers)
+
+
+async def test_a_program_listens_with_its_token_until_it_is_revoked(monkeypatch):
+    monkeypatch.setattr("teams.consumers.ACCESS_RECHECK_SECONDS", 0)
+
+    def setup():
+        team = make_team()
+        beta = services.team_create(slug="beta")
+        token, key = services.api_token_create(team=team, label="listener")
+        return team, beta, token, key
+
+    team, beta, token, key = await database_sync_to_async(setup)()
+    communicator = token_socket(key)
+    assert (await communicator.connect())[0]
+    await receive_until(communicator, lambda e: e["event"] == "team.status")
+    coach = await database_sync_to_async(team.agents.get)(name="coach")
+    await database_sync_to_async(services.message_add)(team=team, content="Hi.", author=coach)
+    seen = await receive_until(communicator, lambda e: e["event"] == "message.created")
+    assert seen[-1]["message"]["content"] == "Hi."
+
+    await database_sync_to_async(services.api_token_revoke)(token=token)
+    await database_sync_to_async(services.message_add)(team=team, content="Gone.", author=coach)
+    closed = await communicator.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 4403}
+    await communicator.disconnect()
+
+    # A revoked or unknown token, or another team's slug, is refused.
+    for refused in (token_socket(key), token_socket("loom_nope"), token_socket(key, "beta")):
+        assert await refused_with(refused) == 4403
+
+
+async def test_a_token_does_not_let_another_site_in(monkeypatch):
+    """Browsers always send an Origin: a token handshake with a foreign one is refused
+    before the consumer, as a page's would be."""
+
+    def setup():
+        make_team()
+        return services.api_token_create(team=Team.objects.get(slug="alpha"))[1]
+
+    key = await database_sync_to_async(setup)()
+    foreign = token_socket(key, origin=b"http://evil.example")
+    connected, _ = await foreign.connect()
+    assert not connected
+    own = token_socket(key, origin=b"http://127.0.0.1")
+    assert (await own.connect())[0]
+    await own.disconnect()
