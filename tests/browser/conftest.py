@@ -3,22 +3,14 @@ child process on the test database, driven by Playwright in Debian's Chromium.
 
 Skipped, loudly, when no Chromium is installed (`apt-get install chromium`)."""
 
-import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
-from django.db import connection, connections
+from django.db import connections
 
 from tests.helpers import PASSWORD, make_user
+from tests.live_site import OUTPUT, start_site  # noqa: F401 - the fixture, for these tests
 
-ROOT = Path(__file__).resolve().parents[2]
-OUTPUT = ROOT / "test-output"
 SCREENSHOTS = OUTPUT / "screenshots"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = [
@@ -47,75 +39,6 @@ def pytest_collection_modifyitems(config, items):
                     reason="BROWSER TESTS SKIPPED: no Chromium (apt-get install chromium)"
                 )
             )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _database_url() -> str:
-    s = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{Path(s['NAME']).resolve()}"
-    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
-    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
-class Site:
-    def __init__(self, url, process, log_path):
-        self.url, self.process, self.log_path = url, process, log_path
-
-    def log(self) -> str:
-        return self.log_path.read_text() if self.log_path.exists() else ""
-
-
-@pytest.fixture
-def start_site(transactional_db, request):
-    """Start `manage.py serve` on the test database; extra environment as keywords."""
-    sites = []
-
-    def start(**extra_env) -> Site:
-        port = _free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "LOOM_"))}
-        env.update(
-            LOOM_DATABASE_URL=_database_url(),
-            LOOM_OFFLINE_DELAY="0.4",
-            LOOM_SECRET_KEY="browser-test-secret-key",
-            DJANGO_SETTINGS_MODULE="loomsite.settings",
-        )
-        env.update(extra_env)
-        OUTPUT.mkdir(exist_ok=True)
-        log_path = OUTPUT / f"serve-{request.node.name}.log"
-        log = log_path.open("w")
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        site = Site(f"http://127.0.0.1:{port}", process, log_path)
-        sites.append(site)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(site.url + "/admin/login/", timeout=1)
-                return site
-            except OSError:
-                if process.poll() is not None:
-                    break
-                time.sleep(0.2)
-        raise RuntimeError(f"the site did not start:\n{site.log()}")
-
-    yield start
-    for site in sites:
-        site.process.terminate()
-        try:
-            site.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            site.process.kill()
 
 
 @pytest.fixture
