@@ -54,7 +54,8 @@ TEAM_PATHS = {
 
 # The "PM" group (made by `manage.py loom_demo`): what the console is for, per the
 # README: run and edit teams, agents and anchors, read their history, answer PM
-# requests, see API tokens. Staff in this group see only the teams they manage.
+# requests, make and revoke their teams' API tokens. Staff in this group see only
+# the teams they manage.
 PM_GROUP = "PM"
 PM_PERMISSIONS = (
     "view_team",
@@ -73,6 +74,8 @@ PM_PERMISSIONS = (
     "view_pmrequest",
     "change_pmrequest",
     "view_apitoken",
+    "add_apitoken",
+    "change_apitoken",
 )
 
 
@@ -717,7 +720,7 @@ class ApiTokenAdmin(TeamScopedAdmin):
             return admin.ModelAdmin.get_queryset(self, request)
         return super().get_queryset(request)
 
-    @admin.action(description="Revoke the selected tokens")
+    @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke(self, request, queryset):
         for token in queryset:
             services.api_token_revoke(token=token)
