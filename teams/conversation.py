@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from teams import services, turns
+from teams import mesh, services, turns
 from teams.errors import Conflict
 from teams.lifecycle import TeamAction, refusal
 from teams.models import Agent, Message, Team, Turn
@@ -65,6 +65,7 @@ def phase_complete(*, team: Team, agent: Agent, summary: str) -> Team:
         kind=Message.Kind.PHASE_SUMMARY,
         author=agent,
     )
+    mesh.team_plan_add_summary(team=team, phase=finished, summary=summary)
     if team.phase_index + 1 >= len(team.phases):
         services.system_note(team, f"All phases are complete after {finished}.")
         services.team_transition(team=team, action=TeamAction.FINISH)

@@ -8,12 +8,15 @@ The score runs from 100 (on track) down to 0 (lost), as in seed 004's report:
     - 15  for each chain break: a tactic without a trajectory, an action without a tactic
     -  3  for each turn beyond two since the agent last updated its context
           (map_context, declare_intent), at most 30
-    - 10  for each recorded violation, at most 30
+    - 10  for each recorded violation (a tool call its role or phase does not
+          allow; a file write outside the workspace), at most 30
+    - 10  when it has touched files with no action declared (work nobody can place)
     clamped to 0..100
 
-Each finished turn records the agent's score on the turn, so it can be plotted.
-The report people read in the admin is worded in tools/mesh.py, where the mesh
-tools (check_drift among them) will live.
+An agent that declared its trajectory, keeps its chain whole and updates its focus
+every couple of turns stays at 100. Each finished turn records the agent's score on
+the turn, so it can be plotted. check_drift's report (tools/mesh.py) words it for
+the agent; the admin and the API show the same report.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ STALE_GRACE = 2
 STALE_MAX = 30
 VIOLATION = 10
 VIOLATION_MAX = 30
+UNPLACED_FILES = 10
 
 
 def chain_breaks(agent: Agent) -> list[str]:
@@ -49,6 +53,8 @@ def score(agent: Agent) -> int:
     value -= CHAIN_BREAK * len(chain_breaks(agent))
     value -= min(STALE_MAX, STALE_TURN * max(0, turns_since_update(agent) - STALE_GRACE))
     value -= min(VIOLATION_MAX, VIOLATION * agent.violations)
+    if agent.files_touched and not agent.action:
+        value -= UNPLACED_FILES
     return max(0, min(100, value))
 
 

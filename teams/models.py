@@ -101,6 +101,12 @@ human_text = MaxLengthValidator(
     "At most %(limit_value)s characters are accepted here (this text has %(show_value)s).",
 )
 
+# A team's plan grows with every phase summary, so it may be longer than one paste.
+PLAN_LIMIT = 100_000
+plan_text = MaxLengthValidator(
+    PLAN_LIMIT, "A plan has at most %(limit_value)s characters (this one has %(show_value)s)."
+)
+
 PHASES_NEEDED = "A team needs at least one phase, each a non-empty name."
 
 
@@ -141,6 +147,14 @@ class Team(models.Model):
     )
     name = models.CharField(max_length=120)
     goal = models.TextField(blank=True, validators=[human_text])
+    plan = models.TextField(
+        blank=True,
+        validators=[plan_text],
+        help_text=(
+            "Markdown. Agents refreshing their context see its '## Plan' section; the "
+            "coach's phase summaries are added to it."
+        ),
+    )
     phases = models.JSONField(
         default=default_phases,
         validators=[validate_phases],

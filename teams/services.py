@@ -29,7 +29,16 @@ from teams.schemas import MessageOut
 
 # Fields of a team a person configures; status, phase, counters and spend are live
 # state that only the services below and the engine change.
-TEAM_SETTINGS = ("slug", "name", "goal", "phases", "workspace", "max_turns", "max_cost_usd")
+TEAM_SETTINGS = (
+    "slug",
+    "name",
+    "goal",
+    "plan",
+    "phases",
+    "workspace",
+    "max_turns",
+    "max_cost_usd",
+)
 AGENT_SETTINGS = ("name", "role", "model", "role_prompt", "position", "context_budget_tokens")
 
 

@@ -15,12 +15,19 @@ from dataclasses import replace
 from django.db import transaction
 from pydantic import ValidationError
 
+from teams import mesh
 from teams.errors import LoomError, ModelError
 from tools.base import Tool, ToolContext, ToolResult, truncate
 
 log = logging.getLogger("loom.tools")
 
-TOOL_MODULES = ["tools.conversation", "tools.peers", "tools.questions", "tools.context"]
+TOOL_MODULES = [
+    "tools.conversation",
+    "tools.peers",
+    "tools.questions",
+    "tools.context",
+    "tools.mesh",
+]
 _REGISTRY: dict[str, type[Tool]] = {}
 _loaded = False
 
@@ -81,6 +88,8 @@ def execute(
 
 def _execute(tool, name: str, arguments, ctx: ToolContext, allowed) -> ToolResult:
     if tool is None or (allowed is not None and tool not in allowed):
+        if tool is not None:  # its role or phase does not allow it: a violation (seed 004)
+            mesh.agent_record_violation(agent=ctx.agent)
         return ToolResult(f"Error: Unknown tool {name!r} (not available to you).", is_error=True)
     if isinstance(arguments, str):
         try:

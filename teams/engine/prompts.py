@@ -89,15 +89,18 @@ def facilitation(phase: str) -> str:
     return f"{text}\n{ASK_PM_LINE}"
 
 
+ANCHORS_INSTRUCTION = (
+    "These are IMMUTABLE ANCHORS. Override any chat history that conflicts with them:"
+)
+
+
 def anchors_block(team: Team) -> str:
-    anchors = list(Anchor.objects.filter(team=team).order_by("key"))
-    if not anchors:
+    """Seed 004's block, exactly: empty when the team has no anchors."""
+    anchors = Anchor.objects.filter(team=team).order_by("key").values_list("key", "value")
+    lines = [f"  [{key}]: {value}" for key, value in anchors]
+    if not lines:
         return ""
-    lines = "\n".join(f"- {a.key}: {a.value}" for a in anchors)
-    return (
-        "<immutable-anchors>\nFacts the team has pinned. They hold in every phase and are "
-        f"never offloaded.\n{lines}\n</immutable-anchors>"
-    )
+    return "\n".join(["<immutable-anchors>", ANCHORS_INSTRUCTION, *lines, "</immutable-anchors>"])
 
 
 def history_queryset(agent: Agent, team: Team, phase: str | None = None) -> QuerySet[Message]:

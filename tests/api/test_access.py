@@ -12,6 +12,7 @@ from django.utils.timezone import now
 from teams.api.site import api as ninja_api
 from teams.models import ApiToken, Message, Team
 from tests.helpers import ApiClient, api_token, client_for, state
+from tools import registry
 
 pytestmark = pytest.mark.django_db
 
@@ -38,6 +39,12 @@ BODIES = {
     "tool_context_offload": {"topic": "old talk"},
     "tool_peer_message": {"to": "coach", "content": "Hi."},
     "tool_peer_discovery": {},
+    "tool_declare_intent": {"trajectory": "Ship the parser."},
+    "tool_map_context": {"level": "tactic", "content": "Tests first."},
+    "tool_scan_hierarchy": {},
+    "tool_save_anchor": {"key": "lang", "value": "Python"},
+    "tool_think_back": {},
+    "tool_check_drift": {},
 }
 
 # What an agent's token may not do: act as the PM...
@@ -59,7 +66,7 @@ PM_ONLY = {
     "tokens_revoke",
 }
 # ...or act as another agent than its own.
-AS_AGENT = {"agents_post_message"} | {op for op in BODIES if op.startswith("tool_")}
+AS_AGENT = {"agents_post_message"} | {f"tool_{tool.name}" for tool in registry.all_tools()}
 
 
 def operations() -> list[tuple[str, str, str]]:
@@ -106,6 +113,7 @@ def test_every_operation_is_classified():
     writes = {op_id for op_id, method, _ in OPERATIONS if method != "GET"}
     assert PM_ONLY | AS_AGENT | {"keepers_retrieve"} == writes | {"tokens_list"}
     assert {op for op in BODIES} <= ids
+    assert {op for op in ids if op.startswith("tool_")} <= set(BODIES)  # a body for each tool
     assert len(OPERATIONS) >= 43
 
 

@@ -88,7 +88,10 @@ def test_pass_notes_and_pass_text_never_reach_the_model(conversation_run):
 def test_anchor_block_and_mention_note(conversation_run):
     for request in conversation_run.requests:
         assert "<immutable-anchors>" in request.system_text
-        assert "output_format: static HTML" in request.system_text
+        assert (
+            "<immutable-anchors>\nThese are IMMUTABLE ANCHORS. Override any chat history that "
+            "conflicts with them:\n  [output_format]: static HTML\n</immutable-anchors>"
+        ) in request.system_text
     coder_first = requests_of(conversation_run, "coder")[0]
     assert "coach specifically addressed you with @coder" in coder_first.system_text
     reviewer = requests_of(conversation_run, "reviewer")[0]
