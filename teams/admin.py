@@ -595,6 +595,14 @@ class PMRequestAnswerForm(forms.ModelForm):
     """Answering goes through the service: the answer joins the conversation and the
     team resumes; a request answered meanwhile is a form error, not a second answer."""
 
+    pin_as = forms.CharField(
+        label="Pin as anchor",
+        required=False,
+        max_length=80,
+        help_text="A key (e.g. output_format): the answer becomes that anchor, in every "
+        "later prompt of the team.",
+    )
+
     class Meta:
         model = PMRequest
         fields = ("answer",)
@@ -603,8 +611,14 @@ class PMRequestAnswerForm(forms.ModelForm):
         cleaned = super().clean()
         if self.instance.pk and self.instance.status != PMRequest.Status.OPEN:
             raise forms.ValidationError(f"This PM request was already {self.instance.status}.")
-        if not (cleaned.get("answer") or "").strip():
+        answer = (cleaned.get("answer") or "").strip()
+        if not answer:
             self.add_error("answer", "Write the answer the team should get.")
+        elif cleaned.get("pin_as"):
+            try:
+                services.anchor_check(key=cleaned["pin_as"].strip(), value=answer)
+            except LoomError as exc:
+                self.add_error("pin_as", exc.message)
         return cleaned
 
 
@@ -621,6 +635,11 @@ class PMRequestAdmin(TeamScopedAdmin):
     def has_add_permission(self, request):
         return False
 
+    def get_fields(self, request, obj=None):
+        if obj is not None and obj.status == PMRequest.Status.OPEN:
+            return (*self.fields, "pin_as")
+        return self.fields
+
     def get_readonly_fields(self, request, obj=None):
         if obj is not None and obj.status != PMRequest.Status.OPEN:
             return (*self.readonly_fields, "answer")
@@ -629,7 +648,10 @@ class PMRequestAdmin(TeamScopedAdmin):
     def save_model(self, request, obj, form, change):
         try:
             pm_requests.pm_request_answer(
-                request_id=obj.pk, answer=form.cleaned_data["answer"], user=request.user
+                request_id=obj.pk,
+                answer=form.cleaned_data["answer"],
+                user=request.user,
+                pin_as=form.cleaned_data.get("pin_as", ""),
             )
         except LoomError as exc:
             self.message_user(request, exc.message, messages.ERROR)

@@ -44,14 +44,21 @@ def pm_message_post(*, team: Team, content: str, user=None) -> Message:
 
 
 @transaction.atomic
-def pm_request_answer(*, request_id: int, answer: str, user=None) -> PMRequest:
+def pm_request_answer(
+    *, request_id: int, answer: str, user=None, pin_as: str = "", changed_by: str = ""
+) -> PMRequest:
     """Answer an open request: the answer joins the conversation and the team resumes.
+    With `pin_as`, the answer is also pinned as the anchor of that key, so the
+    decision is in every later prompt and survives offload.
 
     The conditional update makes a second answer (another tab, another PM) fail
     cleanly instead of posting twice."""
     if not answer or not answer.strip():
         raise InvalidInput("The answer is empty.", field="answer")
     services.human_text_check(answer, field="answer")
+    pin_as = (pin_as or "").strip()
+    if pin_as:  # checked before anything is written: a bad key changes nothing
+        services.anchor_check(key=pin_as, value=answer.strip(), field="pin_as")
     request = PMRequest.objects.select_related("team").filter(pk=request_id).first()
     if request is None:
         raise NotFound(f"No PM request {request_id}.")
@@ -67,6 +74,9 @@ def pm_request_answer(*, request_id: int, answer: str, user=None) -> PMRequest:
     request.refresh_from_db()
     team = services.team_lock(request.team)
     pm_message_post(team=team, content=answer, user=user)
+    if pin_as:
+        label = changed_by or ("pm" if user is None else f"pm ({user.get_username()})")
+        services.anchor_save(team=team, key=pin_as, value=answer.strip(), changed_by=label)
     events.publish(events.PMRequestAnswered(request=PMRequestOut.of(request)), team_id=team.id)
     if services.team_transition(team=team, action=TeamAction.PM_ANSWERED):
         turns.enqueue_next(team)

@@ -260,14 +260,25 @@ def agent_message_post(*, agent: Agent, content: str) -> Message:
     return message_add(team=agent.team, content=content.strip(), author=agent)
 
 
+def anchor_check(*, key: str, value: str, field: str | None = None) -> None:
+    """Refuse an anchor that could not be saved (bad key, empty or oversized value);
+    `field` names the form field the key came from, when it is not "key"."""
+    if not value or not value.strip():
+        raise InvalidInput("An anchor needs a value.", field="value")
+    text_check(value, field="value")
+    try:
+        validated(Anchor(key=key, value=value), exclude=["team"])
+    except InvalidInput as exc:
+        if field and exc.field == "key":
+            raise InvalidInput(exc.message, field=field) from None
+        raise
+
+
 @transaction.atomic
 def anchor_save(*, team: Team, key: str, value: str, changed_by: str = "") -> Anchor:
     """Create an anchor or replace its value, keeping the old value in its history."""
     key = (key or "").strip()
-    if not value or not value.strip():
-        raise InvalidInput("An anchor needs a value.", field="value")
-    text_check(value, field="value")
-    validated(Anchor(team=team, key=key, value=value), exclude=["team"])
+    anchor_check(key=key, value=value)
     anchor = Anchor.objects.select_for_update().filter(team=team, key=key).first()
     if anchor is None:
         anchor = Anchor(team=team, key=key, value=value, updated_by=changed_by)

@@ -127,7 +127,10 @@ def pm_answer(request, request_id):
         raise Http404("No such PM request.")
     try:
         pm_requests.pm_request_answer(
-            request_id=pm_request.id, answer=request.POST.get("answer", ""), user=request.user
+            request_id=pm_request.id,
+            answer=request.POST.get("answer", ""),
+            user=request.user,
+            pin_as=request.POST.get("pin_as", ""),
         )
     except LoomError as exc:
         messages.error(request, f"{pm_request.team.slug}: {exc.message}")
