@@ -173,6 +173,7 @@ def execute(turn: Turn, worker: str) -> None:
                 (results[u["id"]].ends_turn for u in uses if results[u["id"]].ends_turn), None
             )
             results = {}
+            prompt = prompts.with_current_anchors(prompt, team)
             if ended is None and model_calls >= MAX_STEPS:
                 ended = TurnEnd(Turn.Outcome.MESSAGE, f"step limit ({MAX_STEPS} model calls)")
             if ended is not None:

@@ -168,6 +168,20 @@ def render(message: Message, agent: Agent) -> tuple[str, str]:
     return "user", f"[{message.speaker}]: {message.content}"
 
 
+def volatile_system(team: Team, note: str) -> list[dict]:
+    """The system block after the cached prefix: the anchors as they are now and the
+    @mention note (none when both are empty)."""
+    parts = [p for p in (anchors_block(team), note) if p]
+    return [{"type": "text", "text": "\n\n".join(parts)}] if parts else []
+
+
+def with_current_anchors(prompt: Prompt, team: Team) -> Prompt:
+    """The prompt with its anchors re-read: a tool of this turn (save_anchor) may have
+    pinned one, and the very next request must carry it."""
+    prompt.system = prompt.system[:1] + volatile_system(team, prompt.mention_note)
+    return prompt
+
+
 def build(
     agent: Agent, team: Team, until_id: int | None = None, phase: str | None = None
 ) -> Prompt:
@@ -187,9 +201,7 @@ def build(
     ]
     history = history_messages(agent, team, until_id, phase)
     note = mention_note(agent, history)
-    dynamic = [p for p in (anchors_block(team), note) if p]
-    if dynamic:
-        system.append({"type": "text", "text": "\n\n".join(dynamic)})
+    system += volatile_system(team, note)
 
     opening = f"Team goal: {team.goal or '(none given)'}\nCurrent phase: {phase}"
     turns: list[list] = [["user", opening]]
