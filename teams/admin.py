@@ -233,7 +233,7 @@ class TeamAdmin(TeamScopedAdmin):
         "updated_at",
     )
     fieldsets = (
-        (None, {"fields": ("slug", "name", "goal", "phases", "workspace", "managers")}),
+        (None, {"fields": ("slug", "name", "goal", "plan", "phases", "workspace", "managers")}),
         ("Budgets", {"fields": ("max_turns", "max_cost_usd")}),
         (
             "Live state",
