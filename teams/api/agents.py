@@ -45,7 +45,7 @@ def agents_list(request, team: str):
 
 @router.post(
     "/teams/{team}/agents",
-    response=responses({201: AgentOut}, 404, 409),
+    response=responses({201: AgentOut}, 400, 404, 409),
     operation_id="agents_create",
 )
 def agents_create(request, team: str, payload: AgentIn):
@@ -66,7 +66,7 @@ def agents_get(request, team: str, agent: str):
 
 @router.patch(
     "/teams/{team}/agents/{agent}",
-    response=responses({200: AgentOut}, 404, 409),
+    response=responses({200: AgentOut}, 400, 404, 409),
     operation_id="agents_update",
 )
 def agents_update(request, team: str, agent: str, payload: AgentPatch):
@@ -173,7 +173,7 @@ def agents_context(
 
 @router.post(
     "/teams/{team}/agents/{agent}/messages",
-    response=responses({201: MessageOut}, 404),
+    response=responses({201: MessageOut}, 400, 404),
     operation_id="agents_post_message",
 )
 def agents_post_message(request, team: str, agent: str, payload: MessageIn):

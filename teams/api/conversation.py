@@ -62,7 +62,7 @@ def messages_list(
 
 @router.post(
     "/teams/{team}/messages",
-    response=responses({201: MessageOut}, 404),
+    response=responses({201: MessageOut}, 400, 404),
     operation_id="messages_post",
 )
 def messages_post(request, team: str, payload: MessageIn):
@@ -95,7 +95,7 @@ def pm_requests_list(
 
 @router.post(
     "/teams/{team}/pm-requests/{request_id}/answer",
-    response=responses({200: PMRequestOut}, 404, 409),
+    response=responses({200: PMRequestOut}, 400, 404, 409),
     operation_id="pm_requests_answer",
 )
 def pm_requests_answer(request, team: str, request_id: int, payload: AnswerIn):

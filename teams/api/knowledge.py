@@ -88,7 +88,7 @@ def keepers_list(request, team: str, limit: int = Limit):
 
 @router.post(
     "/teams/{team}/keepers/retrieve",
-    response=responses({200: RetrievalOut}, 404, 502),
+    response=responses({200: RetrievalOut}, 400, 404, 502),
     operation_id="keepers_retrieve",
 )
 def keepers_retrieve(request, team: str, payload: RetrieveParams):
@@ -155,7 +155,7 @@ def anchors_list(request, team: str):
 
 @router.put(
     "/teams/{team}/anchors/{key}",
-    response=responses({200: AnchorOut}, 404),
+    response=responses({200: AnchorOut}, 400, 404),
     operation_id="anchors_put",
 )
 def anchors_put(request, team: str, key: str, payload: AnchorIn):

@@ -63,7 +63,7 @@ class ValidationErrorOut(BaseModel):
 def responses(ok: dict, *errors: int) -> dict:
     """An operation's documented responses: its success, the errors every operation
     may give (401 no or bad credentials, 403 refused, 422 invalid input, 429 rate
-    limit) and its own."""
+    limit) and its own (400 a request body that is not JSON, 404, 409, ...)."""
     documented = dict(ok)
     for code in (401, 403, 422, 429, *errors):
         documented[code] = ValidationErrorOut if code == 422 else ErrorOut

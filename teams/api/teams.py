@@ -18,7 +18,7 @@ def teams_list(request):
     return [TeamOut.of(team) for team in teams]
 
 
-@router.post("/teams", response=responses({201: TeamOut}, 409), operation_id="teams_create")
+@router.post("/teams", response=responses({201: TeamOut}, 400, 409), operation_id="teams_create")
 def teams_create(request, payload: TeamIn):
     """Create a team (and its agents); an account token or a staff session only."""
     who = caller(request)
@@ -34,7 +34,7 @@ def teams_get(request, team: str):
 
 
 @router.patch(
-    "/teams/{team}", response=responses({200: TeamOut}, 404, 409), operation_id="teams_update"
+    "/teams/{team}", response=responses({200: TeamOut}, 400, 404, 409), operation_id="teams_update"
 )
 def teams_update(request, team: str, payload: TeamPatch):
     """Change a team's settings; only the fields given change."""

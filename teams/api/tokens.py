@@ -25,7 +25,7 @@ def tokens_list(request, team: str):
 
 @router.post(
     "/teams/{team}/tokens",
-    response=responses({201: TokenCreatedOut}, 404),
+    response=responses({201: TokenCreatedOut}, 400, 404),
     operation_id="tokens_create",
 )
 def tokens_create(request, team: str, payload: TokenIn):

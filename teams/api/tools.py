@@ -63,7 +63,7 @@ def _tool_operation(tool: type[Tool]) -> None:
     operation.__doc__ = tool.description
     router.post(
         f"/teams/{{team}}/agents/{{agent}}/tools/{tool.name}",
-        response=responses({200: ToolCallOut}, 404),
+        response=responses({200: ToolCallOut}, 400, 404),
         operation_id=operation.__name__,
         summary=f"Run {tool.name} as the agent",
     )(operation)

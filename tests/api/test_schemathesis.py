@@ -1,0 +1,175 @@
+"""Schemathesis against /api/openapi.json: every operation, in-process through WSGI,
+with a superuser's account token, on a furnished team.
+
+Each operation gets its coverage cases (boundaries, missing, extra and wrong-typed
+values, other methods) and MAX_EXAMPLES fuzzed cases, valid and invalid, from a fixed
+seed. No response may be a 5xx, have a status code, content type or body its
+operation does not document.
+
+Path parameters, and body fields that name an agent, a query, a keeper or a team,
+are swapped two times in three for rows that exist, so most requests get past the
+404s into the operations. Each request runs in a savepoint rolled back after it:
+every one meets the same furnished team.
+
+Run with -s for the count of operations, requests and their outcomes. When written:
+49 operations, 2,742 requests (565 2xx, 2,177 4xx), about 45s on SQLite and 55s on
+PostgreSQL on 2 cores; the seed makes both databases see the same requests."""
+
+import time
+from collections import Counter
+
+import hypothesis
+import pytest
+import schemathesis
+from django.core.cache import cache
+from django.core.signals import request_finished, request_started
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections, transaction
+from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
+from schemathesis.config import SchemathesisConfig
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from teams import keepers, pm_requests, questions, services
+from tests.helpers import api_token, make_team, make_user
+
+MAX_EXAMPLES = 25  # fuzzed cases per operation, besides its coverage cases
+SEED = 20260523
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+
+schema = schemathesis.openapi.from_wsgi(
+    "/api/openapi.json",
+    get_wsgi_application(),
+    config=SchemathesisConfig.from_dict(
+        {"seed": SEED, "generation": {"max-examples": MAX_EXAMPLES, "database": "none"}}
+    ),
+)
+
+# What the furnished team's rows are called (filled by the `furnished` fixture).
+ROWS: dict[str, list] = {}
+
+
+def _rows(operation, name: str) -> list:
+    """The existing rows a path parameter or body field of `operation` may name."""
+    if name == "key":
+        return ROWS["query"] if "/queries/" in operation.path else ROWS["anchor"]
+    if name in ("agent", "target", "to"):
+        return ROWS["agent"]
+    if name == "query_id":
+        return ROWS["query"]
+    if name == "slug":  # a new team, or alpha renamed to itself
+        return ["beta"] if operation.method == "post" else ["alpha"]
+    return ROWS.get(name, [])
+
+
+def _often_existing(operation, generated: dict) -> st.SearchStrategy:
+    """The generated values, each swapped two times in three for an existing row."""
+    choices = {}
+    for name, value in generated.items():
+        rows = _rows(operation, name)
+        choices[name] = (
+            st.sampled_from([True, True, False]).flatmap(
+                lambda existing, rows=rows, value=value: (
+                    st.sampled_from(rows) if existing else st.just(value)
+                )
+            )
+            if rows
+            else st.just(value)
+        )
+    return st.fixed_dictionaries(choices)
+
+
+@schema.hook
+def flatmap_path_parameters(context, path_parameters):
+    return _often_existing(context.operation, path_parameters or {})
+
+
+@schema.hook
+def flatmap_body(context, body):
+    if not isinstance(body, dict):
+        return st.just(body)
+    return _often_existing(context.operation, body)
+
+
+RAN: Counter = Counter()  # requests per operation
+OUTCOMES: Counter = Counter()  # requests per status class
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report():
+    started = time.monotonic()
+    yield
+    outcomes = ", ".join(f"{n} {status}" for status, n in sorted(OUTCOMES.items()))
+    print(
+        f"\nschemathesis: {len(RAN)} operations, {sum(RAN.values())} requests ({outcomes}); "
+        f"at most {MAX_EXAMPLES} fuzzed per operation, seed {SEED}, "
+        f"{time.monotonic() - started:.1f}s"
+    )
+
+
+@pytest.fixture
+def furnished(db, settings):
+    """Alpha (coach, researcher, coder, reviewer and an external agent "bot") with a
+    query, a keeper with entries, an anchor, an open PM request and a team token;
+    returns the Authorization header of a superuser's account token."""
+    settings.LOOM_API_RATE = "1000000/min"
+    cache.clear()
+    team = make_team("alpha")
+    services.agent_create(team=team, name="bot", role="external")
+    agents = {a.name: a for a in team.agents.all()}
+    query = questions.ask(
+        team=team, origin=agents["researcher"], question="Which parser?", target="coder"
+    )
+    for n in range(3):
+        services.message_add(team=team, content=f"We chose the LALR parser, note {n}.")
+    offload = keepers.offload(
+        agent=agents["coach"], messages=list(team.messages.filter(kind="chat")), topic="parser"
+    )
+    services.anchor_save(team=team, key="db", value="PostgreSQL 16", changed_by="pm")
+    request = pm_requests.pm_request_open(team=team, agent=agents["coach"], question="Scope?")
+    token, _ = services.api_token_create(team=team, label="program")
+    ROWS.update(
+        team=["alpha"],
+        agent=sorted(agents),
+        query=[query.key],
+        anchor=["db"],
+        keeper_id=[offload.keeper.id],
+        request_id=[request.id],
+        token_id=[token.id],
+    )
+    key = api_token(user=make_user("root", superuser=True))
+    # As Django's test client does: the connection holds the test's transaction, so
+    # the end of a request must not close it.
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield {"Authorization": f"Bearer {key}"}
+    ROWS.clear()
+    cache.clear()
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@schema.parametrize()
+@hypothesis.settings(
+    max_examples=MAX_EXAMPLES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    # `furnished` is set up once per operation; each example rolls back what it did.
+    suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture],
+)
+def test_api_conforms_to_its_schema(case, furnished):
+    RAN[case.operation.label] += 1
+    with transaction.atomic():
+        response = case.call_and_validate(headers=furnished, checks=CHECKS)
+        OUTCOMES[f"{response.status_code // 100}xx"] += 1
+        transaction.set_rollback(True)
