@@ -66,6 +66,7 @@ def team_create(
     slug: str,
     name: str = "",
     goal: str = "",
+    plan: str = "",
     phases: list[str] | None = None,
     agents: list[dict] | None = None,
     workspace: str = "",
@@ -77,12 +78,14 @@ def team_create(
     `manager` (the staff user creating it) manages it from the start."""
     slug = (slug or "").strip()
     phases = list(phases) if phases is not None else list(DEFAULT_PHASES)
-    for field, value in (("name", name), ("goal", goal), ("phases", "".join(map(str, phases)))):
+    texts = (("name", name), ("goal", goal), ("plan", plan), ("phases", "".join(map(str, phases))))
+    for field, value in texts:
         text_check(value, field=field)
     team = Team(
         slug=slug,
         name=name or slug,
         goal=goal,
+        plan=plan,
         phases=phases,
         workspace=workspace,
         max_turns=max_turns,

@@ -21,10 +21,11 @@ from teams.api.schemas import (
     MessageIn,
     responses,
 )
+from teams.drift import chain_breaks, health, score
 from teams.engine.prompts import history_queryset
 from teams.models import Agent, Anchor, Team, Turn
 from teams.schemas import MessageOut, QueryOut
-from tools.mesh import drift_report
+from tools.mesh import drift_report, recommendation
 
 router = Router(tags=["agents"])
 
@@ -112,12 +113,20 @@ def agents_drift(
         .order_by("-id")
         .values_list("number", "drift_score", "finished_at")[:limit]
     )
+    value = score(row)
+    breaks = chain_breaks(row)
     return DriftOut(
         agent=row.name,
-        score=row.drift_score,
+        score=value,
+        meaning=health(value),
         trajectory=row.trajectory,
         tactic=row.tactic,
         action=row.action,
+        chain_breaks=breaks,
+        recommendation=recommendation(value, breaks),
+        context_updates=row.context_updates,
+        files_touched=list(row.files_touched or []),
+        violations=row.violations,
         report=drift_report(row),
         turns=[
             DriftTurnOut(number=n, drift_score=s, finished_at=f) for n, s, f in reversed(scored)

@@ -107,7 +107,11 @@ def pm_requests_answer(request, team: str, request_id: int, payload: AnswerIn):
     if not (0 < request_id <= MAX_ID) or not row.pm_requests.filter(pk=request_id).exists():
         raise NotFound(f"Team {row.slug!r} has no PM request {request_id}.")
     answered = pm_requests.pm_request_answer(
-        request_id=request_id, answer=payload.answer, user=who.user
+        request_id=request_id,
+        answer=payload.answer,
+        user=who.user,
+        pin_as=payload.pin_as or "",
+        changed_by=who.label,
     )
     return PMRequestOut.of(answered)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +19,7 @@ from teams.models import (
     HUMAN_TEXT_LIMIT,
     MAX_PHASES,
     PHASE_NAME_MAX,
+    PLAN_LIMIT,
     Agent,
     AgentRole,
     Anchor,
@@ -128,11 +129,19 @@ class AgentOut(BaseModel):
         )
 
 
+SLUG_PATTERN = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
+PhaseName = Annotated[str, Field(min_length=1, max_length=PHASE_NAME_MAX)]
+PLAN_HELP = "Markdown; its '## Plan' section is what agents see when they think back."
+
+
 class TeamIn(In):
-    slug: str = Field(max_length=60, description="Lowercase letters, digits and dashes.")
+    slug: str = Field(
+        max_length=60, pattern=SLUG_PATTERN, description="Lowercase letters, digits and dashes."
+    )
     name: str = Field("", max_length=120)
     goal: str = Field("", max_length=HUMAN_TEXT_LIMIT)
-    phases: list[str] | None = Field(
+    plan: str = Field("", max_length=PLAN_LIMIT, description=PLAN_HELP)
+    phases: list[PhaseName] | None = Field(
         None, min_length=1, max_length=MAX_PHASES, description=PHASES_HELP
     )
     workspace: str = Field("", max_length=500)
@@ -144,10 +153,13 @@ class TeamIn(In):
 class TeamPatch(In):
     """Only the fields given change; status, phase, turns and spend are the engine's."""
 
-    slug: str = Field(None, max_length=60)
+    slug: str = Field(None, max_length=60, pattern=SLUG_PATTERN)
     name: str = Field(None, max_length=120)
     goal: str = Field(None, max_length=HUMAN_TEXT_LIMIT)
-    phases: list[str] = Field(None, min_length=1, max_length=MAX_PHASES, description=PHASES_HELP)
+    plan: str = Field(None, max_length=PLAN_LIMIT, description=PLAN_HELP)
+    phases: list[PhaseName] = Field(
+        None, min_length=1, max_length=MAX_PHASES, description=PHASES_HELP
+    )
     workspace: str = Field(None, max_length=500)
     max_turns: int = Field(None, ge=1, le=1_000_000)
     max_cost_usd: Decimal = Field(None, ge=0, max_digits=10, decimal_places=4)
@@ -157,6 +169,7 @@ class TeamOut(BaseModel):
     slug: str
     name: str
     goal: str
+    plan: str
     phases: list[str]
     phase: str
     phase_index: int
@@ -177,6 +190,7 @@ class TeamOut(BaseModel):
             slug=team.slug,
             name=team.name,
             goal=team.goal,
+            plan=team.plan,
             phases=team.phases,
             phase=team.phase,
             phase_index=team.phase_index,
@@ -208,6 +222,11 @@ class MessagePage(BaseModel):
 
 class AnswerIn(In):
     answer: str = Field(min_length=1, max_length=HUMAN_TEXT_LIMIT)
+    pin_as: str | None = Field(
+        None,
+        max_length=80,
+        description="Also pin the answer as the anchor of this key: in every later prompt.",
+    )
 
 
 class TurnPage(BaseModel):
@@ -350,11 +369,17 @@ class DriftTurnOut(BaseModel):
 
 class DriftOut(BaseModel):
     agent: str
-    score: int
+    score: int = Field(description="0-100, higher is better: 70+ healthy, under 40 lost.")
+    meaning: str = Field(description="What the score says, in words.")
     trajectory: str
     tactic: str
     action: str
-    report: str = Field(description="check_drift's report, as the agent reads it.")
+    chain_breaks: list[str]
+    recommendation: str
+    context_updates: int
+    files_touched: list[str]
+    violations: int = Field(description="Tool calls its role or phase did not allow.")
+    report: str = Field(description="The drift report, as the agent reads it.")
     turns: list[DriftTurnOut] = Field(description="The score after each of its turns.")
 
 
