@@ -616,17 +616,54 @@ class PMRequest(models.Model):
         return f"{self.team.slug}: {self.question[:60]}"
 
 
+class ProviderKind(models.TextChoices):
+    ANTHROPIC = "anthropic", "Anthropic (Claude)"
+    OPENAI = "openai", "OpenAI-compatible (GPT, Gemini, vLLM, Ollama, ...)"
+    OFFLINE = "offline", "Offline (loom-offline, no key)"
+
+
+ENV_NAME_PATTERN = r"^[A-Z_][A-Z0-9_]{0,99}$"
+
+
 class ConsultantProfile(models.Model):
-    """Another model an agent may consult (ask_peer / ask_multi)."""
+    """Another model an agent may consult (ask_peer / ask_multi). The key is never
+    stored: `key_env` names the environment variable that holds it."""
+
+    Provider = ProviderKind
 
     name = models.CharField(max_length=60, unique=True, validators=[agent_name_validator])
+    provider = models.CharField(max_length=20, choices=Provider.choices, default=Provider.OFFLINE)
     model = models.CharField(max_length=100)
-    system_prompt = models.TextField(blank=True)
+    base_url = models.URLField(
+        max_length=300, blank=True, help_text="Empty: the provider's default endpoint."
+    )
+    key_env = models.CharField(
+        "key variable",
+        max_length=100,
+        blank=True,
+        validators=[
+            RegexValidator(
+                ENV_NAME_PATTERN, "The NAME of an environment variable, e.g. OPENAI_API_KEY."
+            )
+        ],
+        help_text="The name of the environment variable holding the key (never the key).",
+    )
+    strengths = models.TextField(
+        blank=True, validators=[human_text], help_text="What this consultant is good at."
+    )
+    extra_prompt = models.TextField(
+        blank=True, validators=[human_text], help_text="Added to every request it gets."
+    )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(provider__in=ProviderKind.values), name="consultant_provider_valid"
+            ),
+        ]
 
     def __str__(self):
         return f"{self.name} ({self.model})"
@@ -642,6 +679,9 @@ class Consultation(models.Model):
     agent = models.ForeignKey(
         Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="consultations"
     )
+    turn = models.ForeignKey(
+        Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="consultations"
+    )
     profile = models.ForeignKey(
         ConsultantProfile, on_delete=models.SET_NULL, null=True, related_name="consultations"
     )
@@ -649,22 +689,57 @@ class Consultation(models.Model):
     prompt = models.TextField()
     task_type = models.CharField(max_length=40, blank=True)
     relevant_files = models.JSONField(default=list, blank=True)
+    focus_areas = models.JSONField(default=list, blank=True)
     context = models.TextField(blank=True)
+    custom_prompt = models.TextField(blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     output = models.JSONField(null=True, blank=True, help_text="The structured PeerOutput.")
-    flagged_files = models.JSONField(default=list, blank=True)
+    flagged_files = models.JSONField(
+        default=list, blank=True, help_text="File references dropped: missing or outside."
+    )
+    model = models.CharField(max_length=100, blank=True)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
+    duration_seconds = models.FloatField(null=True, blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]
-        indexes = [models.Index(fields=["batch"], name="consultation_batch_idx")]
+        indexes = [
+            models.Index(fields=["batch"], name="consultation_batch_idx"),
+            models.Index(fields=["team", "-id"], name="consultation_team_idx"),
+        ]
 
     def __str__(self):
         return f"consultation {self.pk} ({self.status})"
+
+
+class WorkspaceFile(models.Model):
+    """Who last wrote a file of a team's workspace, in which turn: the PM's view of
+    the team's output (the file itself lives in the workspace folder)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="workspace_files")
+    path = models.CharField(max_length=500, help_text="Relative to the workspace.")
+    size = models.PositiveBigIntegerField(default=0)
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="files_written"
+    )
+    turn = models.ForeignKey(
+        Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="files_written"
+    )
+    writes = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team", "path"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "path"], name="workspace_file_unique_path"),
+        ]
+
+    def __str__(self):
+        return self.path
 
 
 class ApiToken(models.Model):
