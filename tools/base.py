@@ -45,6 +45,9 @@ class ToolContext:
     # Asks the agent's model a one-off question, (system, prompt, max tokens) ->
     # text, with the usage counted on the turn; the engine supplies it.
     ask_model: Callable[[str, str, int], str] | None = None
+    # Asks a consultant profile for a structured answer (profile, frame) -> reply; only
+    # the network call, so ask_multi may run several in threads. The engine supplies it.
+    consult: Callable | None = None
 
 
 @dataclass(frozen=True)

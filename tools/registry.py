@@ -27,6 +27,7 @@ TOOL_MODULES = [
     "tools.questions",
     "tools.context",
     "tools.mesh",
+    "tools.consult",
 ]
 _REGISTRY: dict[str, type[Tool]] = {}
 _loaded = False

@@ -16,6 +16,7 @@ from django.db import transaction
 
 from teams import events, keepers, turns
 from teams.engine import prompts
+from teams.engine.consult import consult
 from teams.engine.providers import provider_for
 from teams.errors import ModelError
 from teams.models import Agent, Team, Turn, TurnStep
@@ -106,6 +107,7 @@ def tool_context(
         turn=turn,
         messages=list(messages or []),
         ask_model=model_asker(model=model, team=team, turn=turn),
+        consult=consult,
     )
 
 

@@ -47,7 +47,7 @@ class AnthropicProvider:
                         on_text(text)
                 final = stream.get_final_message()
         except anthropic.APIStatusError as exc:
-            raise ModelError(_describe_status_error(exc)) from exc
+            raise ModelError(describe_status_error(exc)) from exc
         except anthropic.APIConnectionError as exc:
             raise ModelError(f"Could not reach the Messages API: {exc}") from exc
         except anthropic.APIError as exc:  # an error event in the middle of a stream
@@ -66,7 +66,7 @@ class AnthropicProvider:
         )
 
 
-def _describe_status_error(exc: anthropic.APIStatusError) -> str:
+def describe_status_error(exc: anthropic.APIStatusError) -> str:
     detail = ""
     body = exc.body
     if isinstance(body, dict):

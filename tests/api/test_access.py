@@ -45,6 +45,8 @@ BODIES = {
     "tool_save_anchor": {"key": "lang", "value": "Python"},
     "tool_think_back": {},
     "tool_check_drift": {},
+    "tool_ask_peer": {"peer": "critic", "prompt": "Is this sound?"},
+    "tool_ask_multi": {"prompt": "Is this sound?"},
 }
 
 # What an agent's token may not do: act as the PM...

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +23,7 @@ class Reply:
     output_tokens: int = 20
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    delay: float = 0.0  # seconds the server waits before answering
 
 
 @dataclass
@@ -150,6 +152,8 @@ class FakeMessagesAPI:
                         },
                     )
                 reply = api.next_reply(recorded)
+                if getattr(reply, "delay", 0):
+                    time.sleep(reply.delay)
                 if isinstance(reply, Failure):
                     return self._json(
                         reply.status,

@@ -2,7 +2,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from teams.models import Team
+from teams.models import ConsultantProfile, Team
 
 
 def test_loom_demo_twice_leaves_one_demo_team(db, capsys, monkeypatch):
@@ -18,6 +18,13 @@ def test_loom_demo_twice_leaves_one_demo_team(db, capsys, monkeypatch):
     assert "password" in first and "password" not in second
     admin = get_user_model().objects.get(username="admin")
     assert admin.is_superuser and team.managers.filter(pk=admin.pk).exists()
+    # Two offline consultants with different strengths: the demo consults with no key.
+    profiles = list(ConsultantProfile.objects.values_list("name", "provider", "strengths"))
+    assert profiles == [
+        ("architect", "offline", "architecture, patterns, scalability"),
+        ("critic", "offline", "correctness, logic, edge cases"),
+    ]
+    assert "Created the offline consultant 'critic'" in first and "consultant" not in second
 
 
 def test_loom_demo_uses_admin_password_from_env(db, monkeypatch):

@@ -10,7 +10,8 @@ from django.db import transaction
 
 from teams import services
 from teams.admin import PM_GROUP, PM_PERMISSIONS
-from teams.models import Team
+from teams.catalog import OFFLINE_MODEL
+from teams.models import ConsultantProfile, Team
 
 DEMO_SLUG = "demo"
 DEMO_GOAL = (
@@ -22,6 +23,13 @@ DEMO_AGENTS = [
     {"name": "researcher", "role": "researcher"},
     {"name": "coder", "role": "coder"},
     {"name": "reviewer", "role": "reviewer"},
+]
+
+
+# Two offline consultants with the seed's two lenses, so the demo consults with no key.
+DEMO_CONSULTANTS = [
+    {"name": "critic", "strengths": "correctness, logic, edge cases"},
+    {"name": "architect", "strengths": "architecture, patterns, scalability"},
 ]
 
 
@@ -56,6 +64,13 @@ class Command(BaseCommand):
             else:
                 self.stdout.write(f"The demo team '{team.slug}' already exists.")
             self._ensure_admin(team)
+            for spec in DEMO_CONSULTANTS:
+                _, made = ConsultantProfile.objects.get_or_create(
+                    name=spec["name"],
+                    defaults={**spec, "provider": "offline", "model": OFFLINE_MODEL},
+                )
+                if made:
+                    self.stdout.write(f"Created the offline consultant '{spec['name']}'.")
             pm_group_ensure()
             self.stdout.write(
                 f"The '{PM_GROUP}' group has the {len(PM_PERMISSIONS)} admin permissions a PM "

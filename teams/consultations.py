@@ -1,0 +1,350 @@
+"""Second opinions (seed 002): an agent asks another model, framed as a peer, and
+gets a structured PeerOutput back; every consultation is stored with its request,
+output, usage, cost and duration.
+
+The model call itself is the engine's (ToolContext.consult); this module frames the
+request, validates the reply, applies the seed's lighter pipeline (file references
+that do not exist or leave the workspace are dropped and reported) and keeps the
+record."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from django.conf import settings
+from django.db import transaction
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from teams.catalog import Usage, cost_of
+from teams.errors import InvalidInput, LoomError
+from teams.models import Agent, ConsultantProfile, Consultation, Team, Turn
+from teams.usage import team_add_usage, turn_add_usage
+
+TASK_TYPES = ("plan", "debug", "explain", "question", "fix", "explore", "general")
+FOCUS_AREAS = (
+    "correctness",
+    "security",
+    "performance",
+    "architecture",
+    "maintainability",
+    "testing",
+    "documentation",
+)
+FILE_CHARS = 12_000  # of one relevant file, in the request
+FILES_CHARS = 40_000  # of all relevant files together
+MAX_FILES = 10
+OUTPUT_TOKENS = 2_000
+
+
+# --- the seed's PeerOutput ---------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SuggestedAction(_Strict):
+    action: str
+    priority: Literal["high", "medium", "low"]
+    file: str | None = None
+    rationale: str
+
+
+class FileReference(_Strict):
+    path: str
+    lines: str | None = None
+    relevance: str
+
+
+class Tradeoffs(_Strict):
+    pros: list[str]
+    cons: list[str]
+
+
+class Alternative(_Strict):
+    topic: str
+    current_approach: str
+    alternative: str
+    tradeoffs: Tradeoffs
+    recommendation: str
+
+
+class PeerOutput(_Strict):
+    responder: str
+    timestamp: str
+    answer: str = Field(description="The main response (markdown)")
+    confidence: float = Field(ge=0, le=1)
+    key_points: list[str]
+    suggested_actions: list[SuggestedAction]
+    file_references: list[FileReference]
+    alternatives: list[Alternative] | None = None
+    execution_notes: str | None = None
+
+
+def peer_output_schema() -> dict:
+    """PeerOutput as a JSON schema (Anthropic's forced tool's input_schema)."""
+    return PeerOutput.model_json_schema()
+
+
+def strict_schema(schema: dict | None = None) -> dict:
+    """The schema for OpenAI's strict structured outputs: every property required (the
+    optional ones stay nullable) and no extra keys, at every level."""
+    schema = dict(schema or peer_output_schema())
+
+    def tighten(node):
+        if isinstance(node, dict):
+            node = {k: tighten(v) for k, v in node.items() if k not in ("default", "title")}
+            if node.get("type") == "object" and "properties" in node:
+                node["required"] = list(node["properties"])
+                node["additionalProperties"] = False
+            return node
+        if isinstance(node, list):
+            return [tighten(v) for v in node]
+        return node
+
+    return tighten(schema)
+
+
+def parse_peer_output(data) -> PeerOutput:
+    """A validated PeerOutput, or InvalidInput saying what was wrong with the reply."""
+    if not isinstance(data, dict):
+        raise InvalidInput("The consultant's reply was not a JSON object.")
+    try:
+        return PeerOutput.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise InvalidInput(
+            f"The consultant's reply does not fit PeerOutput ({problems})."
+        ) from None
+
+
+# --- the request -------------------------------------------------------------------
+
+
+@dataclass
+class PeerRequest:
+    prompt: str
+    task_type: str = "general"
+    relevant_files: list[str] = field(default_factory=list)
+    context: str = ""
+    focus_areas: list[str] = field(default_factory=list)
+    custom_prompt: str = ""
+
+
+@dataclass
+class PeerFrame:
+    """What one consultant is sent."""
+
+    system: str
+    prompt: str
+    notes: list[str]  # files that could not be included, and why
+
+
+def file_excerpts(team: Team, paths: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The relevant files' text (bounded, truncated with a note) and notes on those
+    that could not be read (outside the workspace, missing, binary)."""
+    from teams import workspace
+
+    excerpts, notes, budget = [], [], FILES_CHARS
+    for path in paths[:MAX_FILES]:
+        try:
+            text, truncated = workspace.file_read(team, path, limit=min(FILE_CHARS, budget))
+        except LoomError as exc:
+            notes.append(f"{path}: not included ({exc.message})")
+            continue
+        if truncated:
+            text += f"\n[... truncated: the first {len(text):,} characters are shown]"
+        excerpts.append((path, text))
+        budget -= len(text)
+        if budget <= 0:
+            notes.append("The remaining files were left out: the request's file budget is spent.")
+            break
+    if len(paths) > MAX_FILES:
+        notes.append(f"Only the first {MAX_FILES} relevant files are included.")
+    return excerpts, notes
+
+
+def peer_frame(*, profile: ConsultantProfile, team: Team, agent: Agent, request: PeerRequest):
+    """Seed 002's peer frame: 'You are a peer engineer…', the request, the workspace,
+    the files to focus on, the consultant's strengths."""
+    system = ["You are a peer engineer."]
+    if profile.strengths:
+        system.append(f"Your strengths: {profile.strengths}.")
+    system.append(
+        "Answer with the PeerOutput structure: a markdown answer, your confidence from 0 "
+        "to 1, key points, suggested actions with a priority, and the files you refer to."
+    )
+    if profile.extra_prompt:
+        system.append(profile.extra_prompt)
+    files = ", ".join(request.relevant_files) or "(none named)"
+    lines = [
+        f"{agent.name} ({agent.role}) of team {team.name} is asking for your help with: "
+        f"{request.prompt}",
+        f"Task type: {request.task_type}.",
+        f"You have the team's workspace, {team.slug}; files are quoted below. Focus on: {files}.",
+    ]
+    if request.focus_areas:
+        lines.append(f"Focus areas: {', '.join(request.focus_areas)}.")
+    if request.context:
+        lines += ["", "Context:", request.context]
+    excerpts, notes = file_excerpts(team, request.relevant_files)
+    for path, text in excerpts:
+        lines += ["", f"--- {path} ---", text]
+    if notes:
+        lines += ["", "Notes:", *notes]
+    if request.custom_prompt:
+        lines += ["", f"Additional instructions: {request.custom_prompt}"]
+    return PeerFrame(system=" ".join(system), prompt="\n".join(lines), notes=notes)
+
+
+# --- the reply: the lighter pipeline ----------------------------------------------
+
+
+def dropped_references(team: Team, output: PeerOutput) -> tuple[PeerOutput, list[dict]]:
+    """The output without file references that do not exist or leave the workspace,
+    and those dropped with the reason."""
+    from teams import workspace
+
+    kept, dropped = [], []
+    for ref in output.file_references:
+        try:
+            path = workspace.resolve(team, ref.path)
+        except LoomError as exc:
+            dropped.append({"path": ref.path, "reason": exc.message})
+            continue
+        if not os.path.isfile(path):
+            dropped.append({"path": ref.path, "reason": "no such file in the workspace"})
+            continue
+        kept.append(ref)
+    return output.model_copy(update={"file_references": kept}), dropped
+
+
+# --- the record ----------------------------------------------------------------------
+
+
+def consultation_open(
+    *,
+    team: Team,
+    agent: Agent,
+    turn: Turn | None,
+    profile: ConsultantProfile,
+    request: PeerRequest,
+    batch: uuid.UUID | None = None,
+) -> Consultation:
+    return Consultation.objects.create(
+        team=team,
+        agent=agent,
+        turn=turn,
+        profile=profile,
+        batch=batch or uuid.uuid4(),
+        prompt=request.prompt,
+        task_type=request.task_type,
+        relevant_files=request.relevant_files,
+        focus_areas=request.focus_areas,
+        context=request.context,
+        custom_prompt=request.custom_prompt,
+        model=profile.model,
+    )
+
+
+@transaction.atomic
+def consultation_close(
+    *,
+    consultation: Consultation,
+    model: str,
+    usage: Usage,
+    seconds: float,
+    output: PeerOutput | None = None,
+    dropped: list[dict] | None = None,
+    error: str = "",
+) -> Consultation:
+    """Store the outcome; its usage and cost count on the turn (or the team)."""
+    cost = cost_of(model, usage)
+    consultation.status = Consultation.Status.DONE if output else Consultation.Status.FAILED
+    consultation.output = output.model_dump(mode="json") if output else None
+    consultation.flagged_files = dropped or []
+    consultation.model = model
+    consultation.input_tokens = usage.input_tokens + usage.cache_read_tokens
+    consultation.output_tokens = usage.output_tokens
+    consultation.cost_usd = cost
+    consultation.duration_seconds = round(seconds, 3)
+    consultation.error = error.replace("\x00", "")
+    consultation.save()
+    if consultation.turn_id:
+        turn_add_usage(turn=consultation.turn, model=model, usage=usage)
+    else:
+        team_add_usage(team=consultation.team, model=model, usage=usage)
+    return consultation
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# --- what the asking agent reads ----------------------------------------------------
+
+
+def render(consultation: Consultation) -> str:
+    """A compact, readable rendering of one consultation for the asking agent."""
+    name = consultation.profile.name if consultation.profile_id else "consultant"
+    head = f"## {name} ({consultation.model})"
+    if consultation.status != Consultation.Status.DONE:
+        return f"{head}\nError: {consultation.error}"
+    out = consultation.output
+    lines = [head, f"Confidence: {out['confidence']:.2f}", "", out["answer"].strip()]
+    if out["key_points"]:
+        lines += ["", "Key points:", *[f"- {p}" for p in out["key_points"]]]
+    if out["suggested_actions"]:
+        lines += ["", "Suggested actions:"]
+        for a in out["suggested_actions"]:
+            where = f" ({a['file']})" if a.get("file") else ""
+            lines.append(f"- [{a['priority']}] {a['action']}{where}: {a['rationale']}")
+    if out["file_references"]:
+        refs = [
+            f"{r['path']}{':' + r['lines'] if r.get('lines') else ''}"
+            for r in out["file_references"]
+        ]
+        lines += ["", f"Files: {', '.join(refs)}"]
+    for alt in out.get("alternatives") or []:
+        lines += [
+            "",
+            f"Alternative for {alt['topic']}: {alt['alternative']} ({alt['recommendation']})",
+        ]
+    if out.get("execution_notes"):
+        lines += ["", f"Notes: {out['execution_notes']}"]
+    if consultation.flagged_files:
+        lines += ["", "Dropped file references:"]
+        lines += [f"- {d['path']}: {d['reason']}" for d in consultation.flagged_files]
+    return "\n".join(lines)
+
+
+def profiles_enabled() -> list[ConsultantProfile]:
+    return list(ConsultantProfile.objects.filter(enabled=True).order_by("name"))
+
+
+def key_problem(profile: ConsultantProfile) -> str:
+    """Why this profile cannot be called now (its key variable is unset), or ""."""
+    if profile.provider == ConsultantProfile.Provider.OFFLINE:
+        return ""
+    if profile.key_env and not os.environ.get(profile.key_env):
+        return f"the key variable {profile.key_env} is not set"
+    if not profile.key_env and profile.provider == ConsultantProfile.Provider.OPENAI:
+        return "no key variable is named (set 'key variable', e.g. OPENAI_API_KEY)"
+    if not profile.key_env and not settings.ANTHROPIC_API_KEY:
+        return "ANTHROPIC_API_KEY is not set (or name another key variable)"
+    return ""
+
+
+def profile_key(profile: ConsultantProfile) -> str:
+    """The profile's key from the environment ("" when there is none to use)."""
+    if profile.key_env:
+        return os.environ.get(profile.key_env, "")
+    if profile.provider == ConsultantProfile.Provider.ANTHROPIC:
+        return settings.ANTHROPIC_API_KEY or ""
+    return ""

@@ -1,0 +1,198 @@
+"""Calling a consultant (seed 002): one structured request to the profile's provider,
+forced into the PeerOutput schema: a forced tool call on Anthropic, a strict JSON
+schema on OpenAI-compatible servers, a canned answer offline.
+
+Only the network happens here, so ask_multi can run several at once in threads; the
+caller validates and records the reply. A profile whose key is missing fails with
+a ModelError before any request is made."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+
+import anthropic
+import openai
+from django.conf import settings
+
+from teams.catalog import Usage
+from teams.consultations import (
+    OUTPUT_TOKENS,
+    PeerFrame,
+    key_problem,
+    now_iso,
+    peer_output_schema,
+    profile_key,
+    strict_schema,
+)
+from teams.engine.providers import describe_status_error
+from teams.errors import ModelError
+from teams.models import ConsultantProfile
+
+TIMEOUT_SECONDS = 120
+TOOL_NAME = "peer_output"
+
+
+@dataclass
+class StructuredReply:
+    data: dict | None  # the parsed JSON object, before validation
+    model: str
+    usage: Usage
+    seconds: float
+    problem: str = ""  # truncated, not JSON: said plainly
+
+
+def consult(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
+    """Ask one consultant; ModelError when it cannot be asked or the call fails."""
+    problem = key_problem(profile)
+    if problem:
+        raise ModelError(f"Consultant {profile.name} cannot be asked: {problem}")
+    started = time.monotonic()
+    call = CALLS[profile.provider]
+    reply = call(profile, frame)
+    reply.seconds = time.monotonic() - started
+    return reply
+
+
+def _anthropic(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
+    client = _client(
+        "anthropic",
+        profile_key(profile),
+        profile.base_url or settings.ANTHROPIC_BASE_URL,
+        lambda key, url: anthropic.Anthropic(
+            api_key=key, base_url=url, max_retries=2, timeout=TIMEOUT_SECONDS
+        ),
+    )
+    try:
+        message = client.messages.create(
+            model=profile.model,
+            max_tokens=OUTPUT_TOKENS,
+            system=frame.system,
+            messages=[{"role": "user", "content": frame.prompt}],
+            tools=[
+                {
+                    "name": TOOL_NAME,
+                    "description": "Give your answer in this structure.",
+                    "input_schema": peer_output_schema(),
+                }
+            ],
+            tool_choice={"type": "tool", "name": TOOL_NAME},
+        )
+    except anthropic.APIStatusError as exc:
+        raise ModelError(describe_status_error(exc)) from exc
+    except anthropic.APIError as exc:
+        raise ModelError(f"Could not ask {profile.name}: {exc}") from exc
+    usage = Usage(
+        input_tokens=message.usage.input_tokens or 0,
+        output_tokens=message.usage.output_tokens or 0,
+        cache_creation_tokens=getattr(message.usage, "cache_creation_input_tokens", 0) or 0,
+        cache_read_tokens=getattr(message.usage, "cache_read_input_tokens", 0) or 0,
+    )
+    uses = [b for b in message.content if b.type == "tool_use"]
+    reply = StructuredReply(
+        uses[0].input if uses else None, message.model or profile.model, usage, 0
+    )
+    if message.stop_reason == "max_tokens":
+        reply.problem = f"the reply was cut off at {OUTPUT_TOKENS} tokens"
+    elif not uses:
+        reply.problem = "the reply did not use the PeerOutput structure"
+    return reply
+
+
+def _openai(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
+    client = _client(
+        "openai",
+        profile_key(profile),
+        profile.base_url or None,
+        lambda key, url: openai.OpenAI(
+            api_key=key, base_url=url, max_retries=2, timeout=TIMEOUT_SECONDS
+        ),
+    )
+    try:
+        completion = client.chat.completions.create(
+            model=profile.model,
+            max_tokens=OUTPUT_TOKENS,
+            messages=[
+                {"role": "system", "content": frame.system},
+                {"role": "user", "content": frame.prompt},
+            ],
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "PeerOutput", "strict": True, "schema": strict_schema()},
+            },
+        )
+    except openai.APIStatusError as exc:
+        raise ModelError(f"{profile.name} returned HTTP {exc.status_code}: {exc.message}") from exc
+    except openai.APIError as exc:
+        raise ModelError(f"Could not ask {profile.name}: {exc}") from exc
+    usage = completion.usage
+    reply = StructuredReply(
+        None,
+        completion.model or profile.model,
+        Usage(
+            input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            output_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        ),
+        0,
+    )
+    choice = completion.choices[0] if completion.choices else None
+    text = (choice.message.content or "") if choice else ""
+    if choice is not None and choice.finish_reason == "length":
+        reply.problem = f"the reply was cut off at {OUTPUT_TOKENS} tokens"
+        return reply
+    try:
+        reply.data = json.loads(text)
+    except json.JSONDecodeError:
+        reply.problem = "the reply was not JSON"
+    return reply
+
+
+def _offline(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
+    """A deterministic PeerOutput that says it is offline, seen through the profile's
+    strengths, so the demo consults with no key."""
+    asked = frame.prompt.split(" is asking for your help with: ", 1)[-1].split("\n", 1)[0]
+    lens = profile.strengths or "general engineering"
+    files = [line[4:-4] for line in frame.prompt.splitlines() if line.startswith("--- ")]
+    data = {
+        "responder": profile.name,
+        "timestamp": now_iso(),
+        "answer": (
+            f"(offline model) Looking at this through {lens}: {asked[:200]} Start with the "
+            "smallest version that works, and check it against the goal before adding more."
+        ),
+        "confidence": 0.5,
+        "key_points": [f"Seen through {lens}.", "Keep the first step small and testable."],
+        "suggested_actions": [
+            {
+                "action": "Write down the one case that must work first",
+                "priority": "high",
+                "rationale": "It fixes what done means before any code",
+            }
+        ],
+        "file_references": [
+            {"path": path, "relevance": "named as relevant by the asker"} for path in files
+        ],
+        "execution_notes": "Offline consultant: no model was called.",
+    }
+    return StructuredReply(data, profile.model, Usage(len(frame.prompt) // 4, 200), 0)
+
+
+CALLS = {
+    ConsultantProfile.Provider.ANTHROPIC: _anthropic,
+    ConsultantProfile.Provider.OPENAI: _openai,
+    ConsultantProfile.Provider.OFFLINE: _offline,
+}
+
+_lock = threading.Lock()
+_clients: dict[tuple, object] = {}
+
+
+def _client(kind: str, key: str, base_url: str | None, make):
+    """One SDK client per (vendor, key, endpoint), shared by threads (both SDKs are
+    thread-safe)."""
+    with _lock:
+        if (kind, key, base_url) not in _clients:
+            _clients[(kind, key, base_url)] = make(key, base_url)
+        return _clients[(kind, key, base_url)]

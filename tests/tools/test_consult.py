@@ -1,0 +1,274 @@
+"""Seed 002: PeerOutput, ask_peer and ask_multi through the real anthropic and openai
+SDKs against local fakes of their APIs."""
+
+import json
+import time
+
+import pytest
+
+from teams import conversation
+from teams.consultations import PeerOutput, parse_peer_output, strict_schema
+from teams.errors import InvalidInput
+from teams.models import ConsultantProfile, Consultation, Team, Turn
+from tests.fakes.messages_api import FakeMessagesAPI, Reply, text, tool
+from tests.fakes.openai_api import Completion, FakeOpenAI
+from tests.helpers import drain, per_agent
+from tools import registry
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def peer_output(**changes) -> dict:
+    data = {
+        "responder": "critic",
+        "timestamp": "2026-11-23T10:00:00+00:00",
+        "answer": "Use a state machine for the parser.",
+        "confidence": 0.8,
+        "key_points": ["States are explicit", "Errors carry positions"],
+        "suggested_actions": [
+            {"action": "Write the tokenizer", "priority": "high", "rationale": "Everything uses it"}
+        ],
+        "file_references": [],
+    }
+    return {**data, **changes}
+
+
+# --- the schema ----------------------------------------------------------------------
+
+
+class TestPeerOutput:
+    def test_valid(self):
+        output = parse_peer_output(peer_output(alternatives=None, execution_notes="ok"))
+        assert output.confidence == 0.8 and output.suggested_actions[0].priority == "high"
+
+    def test_missing_fields(self):
+        data = peer_output()
+        del data["answer"], data["key_points"]
+        with pytest.raises(InvalidInput, match="answer: Field required; key_points: Field req"):
+            parse_peer_output(data)
+
+    def test_confidence_out_of_range(self):
+        with pytest.raises(InvalidInput, match="confidence: Input should be less than or equal"):
+            parse_peer_output(peer_output(confidence=1.5))
+
+    def test_extra_keys(self):
+        with pytest.raises(InvalidInput, match="mood: Extra inputs are not permitted"):
+            parse_peer_output(peer_output(mood="great"))
+
+    def test_not_an_object(self):
+        with pytest.raises(InvalidInput, match="not a JSON object"):
+            parse_peer_output(["answer"])
+
+    def test_strict_schema_requires_every_property_everywhere(self):
+        def objects(node):
+            if isinstance(node, dict):
+                if node.get("type") == "object" and "properties" in node:
+                    yield node
+                for value in node.values():
+                    yield from objects(value)
+            elif isinstance(node, list):
+                for value in node:
+                    yield from objects(value)
+
+        found = list(objects(strict_schema()))
+        assert len(found) >= 5
+        for node in found:
+            assert set(node["required"]) == set(node["properties"])
+            assert node["additionalProperties"] is False
+        assert set(strict_schema()["properties"]) == set(PeerOutput.model_fields)
+
+
+# --- the profiles, against fakes of their vendors -------------------------------------
+
+
+@pytest.fixture
+def anthropic_fake():
+    servers = []
+
+    def start(script):
+        server = FakeMessagesAPI(script).__enter__()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.__exit__(None, None, None)
+
+
+@pytest.fixture
+def openai_fake():
+    servers = []
+
+    def start(script):
+        server = FakeOpenAI(script).__enter__()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.__exit__(None, None, None)
+
+
+def claude_profile(url, name="critic", strengths="correctness, logic, edge cases"):
+    return ConsultantProfile.objects.create(
+        name=name,
+        provider="anthropic",
+        model="claude-haiku-4-5",
+        base_url=url,
+        key_env="LOOM_TEST_CLAUDE_KEY",
+        strengths=strengths,
+    )
+
+
+def gpt_profile(url, name="architect", strengths="architecture, patterns, scalability"):
+    return ConsultantProfile.objects.create(
+        name=name,
+        provider="openai",
+        model="gpt-4.1-mini",
+        base_url=url,
+        key_env="LOOM_TEST_OPENAI_KEY",
+        strengths=strengths,
+    )
+
+
+@pytest.fixture(autouse=True)
+def keys(monkeypatch):
+    monkeypatch.setenv("LOOM_TEST_CLAUDE_KEY", "sk-ant-test")
+    monkeypatch.setenv("LOOM_TEST_OPENAI_KEY", "sk-openai-test")
+
+
+def call(ctx, name, **arguments):
+    return registry.execute(name, arguments, ctx)
+
+
+def test_ask_peer_on_claude_forces_the_peer_output_tool(ctx_for, anthropic_fake, team):
+    server = anthropic_fake(
+        [tool("peer_output", peer_output(), input_tokens=900, output_tokens=300)]
+    )
+    claude_profile(server.url)
+    result = call(
+        ctx_for("coder"),
+        "ask_peer",
+        peer="critic",
+        prompt="How should the parser report errors?",
+        task_type="plan",
+        focus_areas=["correctness"],
+        context="Errors today are bare strings.",
+    )
+    assert not result.is_error
+    assert result.text.startswith("## critic (claude-haiku-4-5)\nConfidence: 0.80\n")
+    assert "- [high] Write the tokenizer: Everything uses it" in result.text
+    sent = server.requests[0]
+    assert sent.body["tool_choice"] == {"type": "tool", "name": "peer_output"}
+    assert sent.body["tools"][0]["input_schema"]["required"]
+    assert sent.headers.get("authorization") == "Bearer sk-ant-test" or (
+        sent.headers.get("x-api-key") == "sk-ant-test"
+    )
+    assert sent.body["system"].startswith("You are a peer engineer. Your strengths: correctness")
+    prompt = sent.body["messages"][0]["content"]
+    assert (
+        "coder (coder) of team Alpha is asking for your help with: How should the parser" in prompt
+    )
+    assert "Task type: plan." in prompt and "Errors today are bare strings." in prompt
+    record = Consultation.objects.get()
+    assert (record.status, record.input_tokens, record.output_tokens) == ("done", 900, 300)
+    assert record.output["answer"] == "Use a state machine for the parser."
+    assert record.cost_usd > 0 and record.duration_seconds is not None
+    assert Team.objects.get(pk=team.pk).spent_usd == record.cost_usd  # no turn: the team's
+
+
+def test_ask_peer_on_an_openai_compatible_server_uses_a_strict_schema(ctx_for, openai_fake):
+    server = openai_fake([Completion(json.dumps(peer_output(responder="architect")))])
+    gpt_profile(server.url)
+    result = call(ctx_for("coder"), "ask_peer", peer="architect", prompt="Layering?")
+    assert not result.is_error and result.text.startswith("## architect (gpt-4.1-mini)")
+    body = server.requests[0].body
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["strict"] is True
+    assert server.requests[0].headers["authorization"] == "Bearer sk-openai-test"
+    assert (
+        body["messages"][0]
+        == {
+            "role": "system",
+            "content": body["messages"][0]["content"],
+        }
+        and "architecture, patterns, scalability" in body["messages"][0]["content"]
+    )
+    assert Consultation.objects.get().status == "done"
+
+
+def test_a_missing_key_is_said_and_nothing_is_sent(ctx_for, openai_fake, monkeypatch):
+    server = openai_fake([Completion(json.dumps(peer_output()))])
+    gpt_profile(server.url)
+    monkeypatch.delenv("LOOM_TEST_OPENAI_KEY")
+    result = call(ctx_for("coder"), "ask_peer", peer="architect", prompt="Layering?")
+    assert "Error: Consultant architect cannot be asked: the key variable "
+    assert "LOOM_TEST_OPENAI_KEY is not set" in result.text
+    assert server.requests == []
+    assert Consultation.objects.get().status == "failed"
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        (Completion("this is not json"), "the reply was not JSON"),
+        (Completion(json.dumps(peer_output(confidence=7))), "confidence: Input should be"),
+        (Completion('{"responder": "x", "ans', finish_reason="length"), "cut off at 2000 tokens"),
+    ],
+)
+def test_a_malformed_reply_is_a_clear_error_and_the_turn_finishes(
+    team, agents, openai_fake, messages_api, reply, problem
+):
+    server = openai_fake([reply])
+    gpt_profile(server.url)
+    model = messages_api(
+        per_agent(
+            {
+                "coach": [
+                    tool("ask_peer", {"peer": "architect", "prompt": "Layering?"}, "toolu_peer"),
+                    text("Noted."),
+                ]
+            }
+        )
+    )
+    conversation.team_start(team=team)
+    drain(team, limit=1)
+    turn = Turn.objects.get(number=1)
+    assert turn.status == "done" and turn.outcome == "message"
+    tool_result = model.requests[1].body["messages"][-1]["content"][0]
+    assert tool_result["tool_use_id"] == "toolu_peer"
+    assert "Error: The consultant's reply is unusable" in tool_result["content"] or (
+        "does not fit PeerOutput" in tool_result["content"]
+    )
+    assert problem in tool_result["content"]
+    record = Consultation.objects.get()
+    assert record.status == "failed" and problem in record.error and record.turn == turn
+
+
+def test_ask_multi_asks_in_parallel(ctx_for, anthropic_fake, openai_fake):
+    claude = anthropic_fake([Reply([_peer_tool()], stop_reason="tool_use", delay=1.0)])
+    gpt = openai_fake([Completion(json.dumps(peer_output(responder="architect")), delay=1.0)])
+    claude_profile(claude.url)
+    gpt_profile(gpt.url)
+    started = time.monotonic()
+    result = call(ctx_for("coder"), "ask_multi", prompt="Which parser design?")
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.8, f"ask_multi took {elapsed:.2f} s for two 1-second consultants"
+    assert result.text.startswith("2 of 2 consultants answered.")
+    assert result.text.index("## architect") < result.text.index("## critic")
+    batches = set(Consultation.objects.values_list("batch", flat=True))
+    assert len(batches) == 1 and Consultation.objects.filter(status="done").count() == 2
+
+
+def test_ask_multi_names_unknown_peers(ctx_for, openai_fake):
+    gpt_profile(openai_fake([]).url)
+    result = call(ctx_for("coder"), "ask_multi", prompt="?", peers=["nobody"])
+    assert result.text == (
+        "Error: no enabled consultant named nobody. "
+        "Consultants: architect (architecture, patterns, scalability)."
+    )
+    assert not Consultation.objects.exists()
+
+
+def _peer_tool():
+    return {"type": "tool_use", "id": "toolu_po", "name": "peer_output", "input": peer_output()}
