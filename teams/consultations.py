@@ -20,8 +20,9 @@ from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from teams.catalog import Usage, cost_of
-from teams.errors import InvalidInput, LoomError
+from teams.errors import Conflict, InvalidInput, LoomError, integrity_as, validated
 from teams.models import Agent, ConsultantProfile, Consultation, Team, Turn
+from teams.services import text_check
 from teams.usage import team_add_usage, turn_add_usage
 
 TASK_TYPES = ("plan", "debug", "explain", "question", "fix", "explore", "general")
@@ -149,9 +150,11 @@ class PeerFrame:
 def file_excerpts(team: Team, paths: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
     """The relevant files' text (bounded, truncated with a note) and notes on those
     that could not be read (outside the workspace, missing, binary)."""
+    excerpts, notes, budget = [], [], FILES_CHARS
+    if not paths:
+        return excerpts, notes
     from teams import workspace
 
-    excerpts, notes, budget = [], [], FILES_CHARS
     for path in paths[:MAX_FILES]:
         try:
             text, truncated = workspace.file_read(team, path, limit=min(FILE_CHARS, budget))
@@ -209,9 +212,11 @@ def peer_frame(*, profile: ConsultantProfile, team: Team, agent: Agent, request:
 def dropped_references(team: Team, output: PeerOutput) -> tuple[PeerOutput, list[dict]]:
     """The output without file references that do not exist or leave the workspace,
     and those dropped with the reason."""
+    kept, dropped = [], []
+    if not output.file_references:
+        return output, dropped
     from teams import workspace
 
-    kept, dropped = [], []
     for ref in output.file_references:
         try:
             path = workspace.resolve(team, ref.path)
@@ -348,3 +353,39 @@ def profile_key(profile: ConsultantProfile) -> str:
     if profile.provider == ConsultantProfile.Provider.ANTHROPIC:
         return settings.ANTHROPIC_API_KEY or ""
     return ""
+
+
+# --- profiles --------------------------------------------------------------------------
+
+PROFILE_SETTINGS = (
+    "name",
+    "provider",
+    "model",
+    "base_url",
+    "key_env",
+    "strengths",
+    "extra_prompt",
+    "enabled",
+)
+
+
+@transaction.atomic
+def consultant_profile_save(*, profile: ConsultantProfile, fields: list[str]) -> ConsultantProfile:
+    """Create a profile (no pk yet) or save the fields a person changed."""
+    unknown = set(fields) - set(PROFILE_SETTINGS)
+    if unknown:
+        raise InvalidInput(f"Not a consultant setting: {', '.join(sorted(unknown))}.")
+    for name in fields:
+        if isinstance(getattr(profile, name), str):
+            text_check(getattr(profile, name), field=name)
+    validated(profile, exclude=[f for f in PROFILE_SETTINGS if f not in fields] or None)
+    duplicate = Conflict(f"A consultant named {profile.name!r} already exists.", field="name")
+    taken = ConsultantProfile.objects.filter(name=profile.name).exclude(pk=profile.pk)
+    if "name" in fields and taken.exists():
+        raise duplicate
+    with integrity_as(duplicate):
+        if profile.pk is None:
+            profile.save()
+        elif fields:
+            profile.save(update_fields=fields)
+    return profile

@@ -47,7 +47,11 @@ BODIES = {
     "tool_check_drift": {},
     "tool_ask_peer": {"peer": "critic", "prompt": "Is this sound?"},
     "tool_ask_multi": {"prompt": "Is this sound?"},
+    "consultants_create": {"name": "critic2", "model": "loom-offline"},
+    "consultants_update": {"enabled": False},
 }
+# Consultants serve every team: a superuser's.
+SUPERUSER_ONLY = {"consultants_create", "consultants_update"}
 
 # What an agent's token may not do: act as the PM...
 PM_ONLY = {
@@ -96,6 +100,7 @@ def concrete(template: str, furnished, agent="reviewer") -> str:
         .replace("{request_id}", str(furnished.request.id))
         .replace("{keeper_id}", str(furnished.keeper.id))
         .replace("{token_id}", str(furnished.token.id))
+        .replace("{name}", "critic")
     )
 
 
@@ -113,7 +118,7 @@ def call(client: ApiClient, op_id: str, method: str, path: str, furnished):
 def test_every_operation_is_classified():
     ids = {op_id for op_id, _, _ in OPERATIONS}
     writes = {op_id for op_id, method, _ in OPERATIONS if method != "GET"}
-    assert PM_ONLY | AS_AGENT | {"keepers_retrieve"} == writes | {"tokens_list"}
+    assert PM_ONLY | AS_AGENT | SUPERUSER_ONLY | {"keepers_retrieve"} == writes | {"tokens_list"}
     assert {op for op in BODIES} <= ids
     assert {op for op in ids if op.startswith("tool_")} <= set(BODIES)  # a body for each tool
     assert len(OPERATIONS) >= 43
@@ -192,6 +197,21 @@ def test_an_agents_token_reads_the_team_and_acts_as_its_agent(coder_api, furnish
         {"query_id": furnished.query.key, "answer": "LALR."},
     )
     assert response.json()["result"] == f"Answer delivered for query {furnished.query.key}."
+
+
+@pytest.mark.parametrize(
+    ("op_id", "method", "template"), [op for op in OPERATIONS if op[0] in SUPERUSER_ONLY]
+)
+def test_only_superusers_change_consultants(op_id, method, template, furnished, api, pm):
+    from teams.models import ConsultantProfile
+
+    ConsultantProfile.objects.create(name="critic", model="loom-offline")
+    for client in (api, ApiClient(api_token(user=pm))):
+        before = state()
+        response = call(client, op_id, method, concrete(template, furnished), furnished)
+        assert response.status_code == 403, (op_id, response.content)
+        assert "only a superuser may" in response.json()["detail"]
+        assert state() == before
 
 
 def test_team_tokens_cannot_create_teams(api, pm, team):

@@ -1,0 +1,85 @@
+"""Consultants (the profiles ask_peer / ask_multi ask) and a team's consultations."""
+
+from ninja import Query, Router, Status
+
+from teams import consultations
+from teams.api.auth import caller
+from teams.api.schemas import (
+    PAGE_DEFAULT,
+    PAGE_MAX,
+    ConsultantIn,
+    ConsultantOut,
+    ConsultantPatch,
+    ConsultationOut,
+    responses,
+)
+from teams.errors import NotFound, PermissionDenied
+from teams.models import ConsultantProfile, Consultation
+
+router = Router(tags=["consultants"])
+
+
+def _out(profile: ConsultantProfile) -> ConsultantOut:
+    return ConsultantOut.of(profile, consultations.key_problem(profile))
+
+
+def _superuser(request, doing: str) -> None:
+    who = caller(request)
+    if who.user is None or not who.user.is_superuser:
+        raise PermissionDenied(f"Consultants serve every team: only a superuser may {doing}.")
+
+
+@router.get(
+    "/consultants", response=responses({200: list[ConsultantOut]}), operation_id="consultants_list"
+)
+def consultants_list(request):
+    """Every consultant profile, with whether its key is there (never the key)."""
+    return [_out(p) for p in ConsultantProfile.objects.order_by("name")]
+
+
+@router.post(
+    "/consultants",
+    response=responses({201: ConsultantOut}, 400, 409),
+    operation_id="consultants_create",
+)
+def consultants_create(request, payload: ConsultantIn):
+    _superuser(request, "add consultants")
+    profile = ConsultantProfile(**payload.model_dump())
+    saved = consultations.consultant_profile_save(
+        profile=profile, fields=list(consultations.PROFILE_SETTINGS)
+    )
+    return Status(201, _out(saved))
+
+
+@router.patch(
+    "/consultants/{name}",
+    response=responses({200: ConsultantOut}, 400, 404),
+    operation_id="consultants_update",
+)
+def consultants_update(request, name: str, payload: ConsultantPatch):
+    _superuser(request, "change consultants")
+    profile = ConsultantProfile.objects.filter(name=name[:60]).first()
+    if profile is None:
+        raise NotFound(f"No consultant named {name!r}.")
+    fields = list(payload.model_dump(exclude_unset=True))
+    for field in fields:
+        value = getattr(payload, field)
+        setattr(profile, field, value.value if hasattr(value, "value") else value)
+    consultations.consultant_profile_save(profile=profile, fields=fields)
+    return _out(profile)
+
+
+@router.get(
+    "/teams/{team}/consultations",
+    response=responses({200: list[ConsultationOut]}, 404),
+    operation_id="consultations_list",
+)
+def consultations_list(request, team: str, limit: int = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX)):
+    """The team's consultations, newest first; one ask_multi's share a batch."""
+    row = caller(request).team(team)
+    rows = (
+        Consultation.objects.filter(team=row)
+        .select_related("agent", "profile")
+        .order_by("-id")[:limit]
+    )
+    return [ConsultationOut.of(c) for c in rows]

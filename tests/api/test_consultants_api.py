@@ -1,0 +1,50 @@
+"""Consultants and consultations through the API."""
+
+import pytest
+
+from teams.models import ConsultantProfile
+from tests.helpers import state
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_superuser_adds_and_changes_consultants(root_api, monkeypatch):
+    monkeypatch.delenv("LOOM_TEST_GPT_KEY", raising=False)
+    created = root_api.post(
+        "/consultants",
+        {
+            "name": "gpt",
+            "provider": "openai",
+            "model": "gpt-4.1-mini",
+            "base_url": "https://api.openai.com/v1",
+            "key_env": "LOOM_TEST_GPT_KEY",
+            "strengths": "breadth",
+        },
+    )
+    assert created.status_code == 201
+    assert created.json()["key_status"] == "the key variable LOOM_TEST_GPT_KEY is not set"
+    monkeypatch.setenv("LOOM_TEST_GPT_KEY", "sk-x")
+    listed = root_api.get("/consultants").json()
+    assert [(c["name"], c["key_status"]) for c in listed] == [("gpt", "ready")]
+    assert "sk-x" not in str(listed)
+    changed = root_api.patch("/consultants/gpt", {"enabled": False, "strengths": "depth"})
+    assert (changed.json()["enabled"], changed.json()["strengths"]) == (False, "depth")
+
+    before = state()
+    duplicate = root_api.post("/consultants", {"name": "gpt", "model": "loom-offline"})
+    assert duplicate.status_code == 409 and state() == before
+    bad = root_api.post("/consultants", {"name": "x", "model": "m", "key_env": "sk-live-123"})
+    assert bad.status_code == 422 and state() == before  # a key, not a variable name
+    assert root_api.patch("/consultants/nobody", {"enabled": True}).status_code == 404
+
+
+def test_consultations_are_listed_with_their_output(api, team):
+    ConsultantProfile.objects.create(name="critic", model="loom-offline", strengths="logic")
+    ConsultantProfile.objects.create(name="architect", model="loom-offline", strengths="design")
+    asked = api.post("/teams/alpha/agents/coder/tools/ask_multi", {"prompt": "Which parser?"})
+    assert asked.json()["result"].startswith("2 of 2 consultants answered.")
+    listed = api.get("/teams/alpha/consultations").json()
+    assert {c["consultant"] for c in listed} == {"critic", "architect"}
+    assert len({c["batch"] for c in listed}) == 1
+    assert all(c["status"] == "done" and c["output"]["confidence"] == 0.5 for c in listed)
+    assert all(c["agent"] == "coder" and c["duration_seconds"] is not None for c in listed)
