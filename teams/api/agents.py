@@ -19,6 +19,7 @@ from teams.api.schemas import (
     DriftOut,
     DriftTurnOut,
     MessageIn,
+    page_of,
     responses,
 )
 from teams.drift import chain_breaks, health, score
@@ -150,8 +151,7 @@ def agents_context(
     summaries and its inbox (queries with their IDs, answers, peer messages), newer
     than `after`; poll with the returned `next_after`."""
     row, member = team_and_agent(caller(request), team, agent)
-    page = list(history_queryset(member, row).filter(id__gt=after)[: limit + 1])
-    messages, has_more = page[:limit], len(page) > limit
+    messages, has_more = page_of(history_queryset(member, row).filter(id__gt=after), limit)
     waiting = selectors.agent_open_queries(agent=member)
     return ContextOut(
         agent=member.name,

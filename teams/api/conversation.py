@@ -15,6 +15,7 @@ from teams.api.schemas import (
     MessageKindFilter,
     MessagePage,
     TurnPage,
+    page_of,
     responses,
 )
 from teams.errors import NotFound
@@ -25,11 +26,6 @@ router = Router(tags=["conversation"])
 
 After = Query(0, ge=0, le=MAX_ID, description="Return what comes after this id (a cursor).")
 Limit = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX)
-
-
-def _page(rows, limit: int) -> tuple[list, bool]:
-    rows = list(rows[: limit + 1])
-    return rows[:limit], len(rows) > limit
 
 
 @router.get(
@@ -52,7 +48,7 @@ def messages_list(
         messages = messages.filter(kind=kind)
     if agent is not None:
         messages = messages.filter(author=selectors.agent_get(team=row, name=agent))
-    page, has_more = _page(messages.select_related("recipient"), limit)
+    page, has_more = page_of(messages.select_related("recipient"), limit)
     return MessagePage(
         messages=[MessageOut.of(m) for m in page],
         next_after=page[-1].id if page else after,
@@ -134,7 +130,7 @@ def turns_list(
         turns = turns.filter(status=status)
     if agent is not None:
         turns = turns.filter(agent=selectors.agent_get(team=row, name=agent))
-    page, has_more = _page(turns, limit)
+    page, has_more = page_of(turns, limit)
     return TurnPage(
         turns=[TurnOut.of(t) for t in page],
         next_after=page[-1].id if page else after,

@@ -19,6 +19,7 @@ from teams.api.schemas import (
     KeeperOut,
     QueryDetailOut,
     RetrievalOut,
+    page_of,
     responses,
 )
 from teams.catalog import default_model
@@ -126,8 +127,7 @@ def keepers_get(
         keeper = Keeper.objects.filter(team=row, pk=keeper_id).select_related("agent").first()
     if keeper is None:
         raise NotFound(f"Team {row.slug!r} has no keeper {keeper_id}.")
-    entries = list(keeper.entries.filter(position__gt=after).order_by("position")[: limit + 1])
-    page, has_more = entries[:limit], len(entries) > limit
+    page, has_more = page_of(keeper.entries.filter(position__gt=after).order_by("position"), limit)
     return KeeperDetailOut(
         keeper=KeeperOut.of(keeper, keeper.entries.count()),
         entries=[KeeperEntryOut.of(e) for e in page],

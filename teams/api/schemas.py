@@ -41,6 +41,12 @@ PAGE_DEFAULT = 100
 PAGE_MAX = 500
 
 
+def page_of(rows, limit: int) -> tuple[list, bool]:
+    """The first `limit` rows of a query, and whether more follow (one row read ahead)."""
+    rows = list(rows[: limit + 1])
+    return rows[:limit], len(rows) > limit
+
+
 class In(BaseModel):
     """Unknown fields are refused, not ignored: a typo is an error, not a no-op."""
 
