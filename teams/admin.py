@@ -27,6 +27,7 @@ from teams.models import (
     Turn,
     TurnStep,
 )
+from teams.views import agent_drift
 from tools.mesh import drift_report
 
 # --- who sees what --------------------------------------------------------------
@@ -356,11 +357,13 @@ def save_changed_fields(form) -> None:
 
 @admin.register(Agent)
 class AgentAdmin(TeamScopedAdmin):
-    list_display = ("name", "team", "role", "model", "position", "turns", "drift_score")
+    list_display = ("name", "team", "role", "model", "position", "turns", "drift")
     list_filter = ("role", "team")
     search_fields = ("name", "team__slug", "role_prompt")
     list_select_related = ("team",)
     readonly_fields = (
+        "drift",
+        "drift_summary",
         "drift_report",
         "usage_chart",
         "team_anchors",
@@ -376,7 +379,7 @@ class AgentAdmin(TeamScopedAdmin):
     fieldsets = (
         (None, {"fields": ("team", "name", "role", "model", "position", "role_prompt")}),
         ("Hierarchy", {"fields": ("trajectory", "tactic", "action")}),
-        ("Drift", {"fields": ("drift_report", "usage_chart")}),
+        ("Drift", {"fields": ("drift_summary", "usage_chart", "drift_report")}),
         ("Context", {"fields": ("team_anchors", "recent_messages", "context_budget_tokens")}),
         (
             "Metrics",
@@ -397,13 +400,43 @@ class AgentAdmin(TeamScopedAdmin):
     def save_model(self, request, obj, form, change):
         save_changed_fields(form)
 
-    @admin.display(description="drift report")
+    @admin.display(description="drift")
+    def drift(self, obj):
+        d = agent_drift(obj)
+        return f"{'⚠ ' if d['flagged'] else ''}{d['score']} · {d['meaning']}"
+
+    @admin.display(description="drift score")
+    def drift_summary(self, obj):
+        """The score and what it means, the hierarchy, the chain breaks and the advice."""
+        if obj.pk is None:
+            return "—"
+        d = agent_drift(obj)
+        levels = format_html_join(
+            "", "<dt>{}</dt><dd>{}</dd>", ((level, value) for level, value in d["hierarchy"])
+        )
+        breaks = format_html_join("", "<li>{}</li>", ((line,) for line in d["breaks"]))
+        return format_html(
+            '<div class="drift-summary drift-{}">'
+            '<p style="margin:0 0 .4em"><strong class="drift-score" style="font-size:1.4em">{}'
+            '</strong>/100 · <strong class="drift-meaning">{}</strong></p>'
+            '<dl class="drift-hierarchy" style="margin:0 0 .4em">{}</dl>'
+            '<p style="margin:0">chain breaks: {}</p>'
+            '<p class="drift-advice" style="margin:.4em 0 0">{}</p></div>',
+            d["band"],
+            d["score"],
+            d["meaning"],
+            levels,
+            format_html("<ul>{}</ul>", breaks) if d["breaks"] else "none",
+            d["recommendation"],
+        )
+
+    @admin.display(description="drift report (what the agent reads)")
     def drift_report(self, obj):
         if obj.pk is None:
             return "—"
         return format_html('<pre style="margin:0">{}</pre>', drift_report(obj))
 
-    @admin.display(description="drift score and tokens per turn")
+    @admin.display(description="drift score and input tokens per turn")
     def usage_chart(self, obj):
         if obj.pk is None:
             return "—"

@@ -2,64 +2,180 @@
 
 Only numbers and escaped text go into the markup."""
 
-from django.utils.html import escape, format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-WIDTH, HEIGHT, PAD = 560, 160, 28
+WIDTH, HEIGHT = 640, 250
+LEFT, RIGHT, TOP, BOTTOM = 56, 70, 34, 44  # room for the axes, their labels and the legend
+PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+BAR, LINE, AXIS, GRID, INK = "#c9d8f5", "#d9480f", "#888", "#eee", "#555"
+DRIFT_TICKS = (0, 25, 50, 75, 100)
+MAX_X_LABELS = 10
+
+
+def input_tokens(turn) -> int:
+    """What the model read on a turn: its input, cache reads and cache writes."""
+    return turn.input_tokens + turn.cache_read_tokens + turn.cache_creation_tokens
+
+
+def nice_step(value: float) -> int:
+    """The smallest of 1, 2, 2.5 and 5 times a power of ten that is at least `value`
+    (a whole number: 1 at least)."""
+    magnitude = 1
+    while magnitude * 10 < value:
+        magnitude *= 10
+    for unit in (1, 2, 2.5, 5, 10):
+        step = unit * magnitude
+        if step >= value and step == int(step):
+            return int(step)
+    return magnitude * 10  # pragma: no cover - unit 10 always fits
+
+
+def nice_top(value: int) -> tuple[int, int]:
+    """A round top for an axis reaching `value`, and its tick step: 4 or 5 steps,
+    whichever ends lower."""
+    value = max(value, 1)
+    return min((nice_step(value / n) * n, nice_step(value / n)) for n in (4, 5))
+
+
+def _text(x, y, text, anchor="middle", extra=""):
+    return format_html(
+        '<text x="{}" y="{}" text-anchor="{}" font-size="11" fill="{}"{}>{}</text>',
+        f"{x:.1f}",
+        f"{y:.1f}",
+        anchor,
+        INK,
+        mark_safe(extra),
+        text,
+    )
+
+
+def _line(x1, y1, x2, y2, color):
+    return format_html(
+        '<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}"/>',
+        f"{x1:.1f}",
+        f"{y1:.1f}",
+        f"{x2:.1f}",
+        f"{y2:.1f}",
+        color,
+    )
 
 
 def drift_and_tokens(turns) -> str:
-    """Bars: tokens per turn; line: drift score (0-100) per turn; oldest on the left."""
+    """Bars: input tokens per turn (right axis); line: the drift score after each turn
+    (left axis, 0-100); x: the turns' numbers, oldest on the left."""
     turns = list(turns)
     if not turns:
         return "No turns yet."
     n = len(turns)
-    step = (WIDTH - 2 * PAD) / n
-    top_tokens = max((t.total_tokens for t in turns), default=0) or 1
-    plot_h = HEIGHT - 2 * PAD
-    bars, points, labels = [], [], []
+    step = PLOT_W / n
+    bottom = TOP + PLOT_H
+    top_tokens, token_step = nice_top(max(input_tokens(t) for t in turns))
+    parts = [format_html('<rect width="{}" height="{}" fill="#fff" stroke="#ddd"/>', WIDTH, HEIGHT)]
+
+    # Left axis: the drift score, with grid lines at its ticks.
+    for tick in DRIFT_TICKS:
+        y = bottom - PLOT_H * tick / 100
+        parts.append(_line(LEFT, y, LEFT + PLOT_W, y, GRID))
+        parts.append(_line(LEFT - 4, y, LEFT, y, AXIS))
+        parts.append(_text(LEFT - 7, y + 4, tick, anchor="end"))
+    parts.append(_line(LEFT, TOP, LEFT, bottom, AXIS))
+    label_x, label_y = 14, TOP + PLOT_H / 2
+    parts.append(
+        _text(
+            label_x,
+            label_y,
+            "drift score",
+            extra=f' transform="rotate(-90 {label_x} {label_y:.1f})"',
+        )
+    )
+
+    # Right axis: input tokens per turn.
+    right = LEFT + PLOT_W
+    for tick in range(0, top_tokens + 1, token_step):
+        y = bottom - PLOT_H * tick / top_tokens
+        parts.append(_line(right, y, right + 4, y, AXIS))
+        parts.append(_text(right + 7, y + 4, f"{tick:,}", anchor="start"))
+    parts.append(_line(right, TOP, right, bottom, AXIS))
+    label_x = WIDTH - 10
+    parts.append(
+        _text(
+            label_x,
+            label_y,
+            "input tokens",
+            extra=f' transform="rotate(90 {label_x} {label_y:.1f})"',
+        )
+    )
+
+    # Bars and the line, turn by turn; the x axis names every few turns.
+    points, every = [], max(1, -(-n // MAX_X_LABELS))
     for i, turn in enumerate(turns):
-        x = PAD + i * step
-        h = plot_h * turn.total_tokens / top_tokens
-        bars.append(
+        x = LEFT + i * step
+        tokens = input_tokens(turn)
+        h = PLOT_H * tokens / top_tokens
+        parts.append(
             format_html(
-                '<rect x="{}" y="{}" width="{}" height="{}" fill="#c9d8f5">'
-                "<title>turn {}: {} tokens</title></rect>",
+                '<rect class="bar" x="{}" y="{}" width="{}" height="{}" fill="{}">'
+                "<title>turn {}: {} input tokens</title></rect>",
                 f"{x + step * 0.15:.1f}",
-                f"{HEIGHT - PAD - h:.1f}",
+                f"{bottom - h:.1f}",
                 f"{step * 0.7:.1f}",
                 f"{h:.1f}",
+                BAR,
                 turn.number,
-                turn.total_tokens,
+                tokens,
             )
         )
         if turn.drift_score is not None:
-            y = HEIGHT - PAD - plot_h * turn.drift_score / 100
-            points.append(f"{x + step / 2:.1f},{y:.1f}")
-    line = (
-        format_html(
-            '<polyline points="{}" fill="none" stroke="#d9480f" stroke-width="2"/>',
-            " ".join(points),
+            points.append((x + step / 2, bottom - PLOT_H * turn.drift_score / 100, turn))
+        if i % every == 0 or i == n - 1:
+            parts.append(_line(x + step / 2, bottom, x + step / 2, bottom + 4, AXIS))
+            parts.append(_text(x + step / 2, bottom + 15, turn.number))
+    parts.append(_line(LEFT, bottom, right, bottom, AXIS))
+    parts.append(_text(LEFT + PLOT_W / 2, HEIGHT - 8, "turn"))
+    if points:
+        parts.append(
+            format_html(
+                '<polyline points="{}" fill="none" stroke="{}" stroke-width="2"/>',
+                " ".join(f"{x:.1f},{y:.1f}" for x, y, _ in points),
+                LINE,
+            )
         )
-        if points
-        else ""
+        parts.append(
+            format_html_join(
+                "",
+                '<circle class="point" cx="{}" cy="{}" r="2.5" fill="{}">'
+                "<title>turn {}: drift {}</title></circle>",
+                (
+                    (f"{x:.1f}", f"{y:.1f}", LINE, turn.number, turn.drift_score)
+                    for x, y, turn in points
+                ),
+            )
+        )
+
+    # The legend, above the plot.
+    parts.append(format_html('<rect x="{}" y="10" width="12" height="10" fill="{}"/>', LEFT, BAR))
+    parts.append(
+        _text(LEFT + 17, 19, "input tokens per turn (with cache reads and writes)", "start")
     )
-    labels.append(
+    legend_x = LEFT + 330
+    parts.append(
         format_html(
-            '<text x="{}" y="{}" font-size="11" fill="#555">max {} tokens · drift 0-100 '
-            "(line) · last {} turns</text>",
-            PAD,
-            PAD - 10,
-            top_tokens,
-            n,
+            '<line x1="{}" y1="15" x2="{}" y2="15" stroke="{}" stroke-width="2"/>',
+            legend_x,
+            legend_x + 14,
+            LINE,
         )
     )
-    return mark_safe(
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-        f'role="img" aria-label="{escape("drift score and tokens per turn")}">'
-        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#fff" stroke="#ddd"/>'
-        + "".join(bars)
-        + line
-        + "".join(labels)
-        + "</svg>"
+    parts.append(_text(legend_x + 19, 19, "drift score (0-100)", "start"))
+
+    return format_html(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" '
+        'style="max-width:100%;height:auto" role="img" aria-label="{}">{}</svg>',
+        WIDTH,
+        HEIGHT,
+        WIDTH,
+        HEIGHT,
+        f"drift score and input tokens over the last {n} turns",
+        mark_safe("".join(parts)),
     )

@@ -31,6 +31,9 @@ STALE_MAX = 30
 VIOLATION = 10
 VIOLATION_MAX = 30
 UNPLACED_FILES = 10
+# The bands of a score: on track from ON_TRACK, significant drift below SIGNIFICANT.
+ON_TRACK = 70
+SIGNIFICANT = 40
 
 
 def chain_breaks(agent: Agent) -> list[str]:
@@ -60,3 +63,16 @@ def score(agent: Agent) -> int:
 
 def health(value: int) -> str:
     return "healthy" if value >= 70 else "some drift" if value >= 40 else "significant drift"
+
+
+def meaning(value: int) -> str:
+    """What a score means, in the words the PM's pages use: "on track" (70 and
+    above), "some drift" (40 to 69), "significant drift" (below 40)."""
+    if value >= ON_TRACK:
+        return "on track"
+    return "some drift" if value >= SIGNIFICANT else "significant drift"
+
+
+def bands() -> list[tuple[int, str]]:
+    """(lowest score, meaning) from the best band down, for the pages' script."""
+    return [(ON_TRACK, meaning(ON_TRACK)), (SIGNIFICANT, meaning(SIGNIFICANT)), (0, meaning(0))]

@@ -71,6 +71,7 @@ class TurnOut(Schema):
     cache_read_tokens: int
     cost_usd: str
     duration_seconds: float | None
+    drift_score: int | None  # the agent's score when the turn finished
     queued_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -96,6 +97,7 @@ class TurnOut(Schema):
             cache_read_tokens=turn.cache_read_tokens,
             cost_usd=str(turn.cost_usd),
             duration_seconds=duration,
+            drift_score=turn.drift_score,
             queued_at=turn.queued_at,
             started_at=turn.started_at,
             finished_at=turn.finished_at,

@@ -7,6 +7,7 @@ urlpatterns = [
     path("teams/<slug:slug>/", views.team_live, name="team-live"),
     path("teams/<slug:slug>/action/", views.team_action, name="team-action"),
     path("teams/<slug:slug>/post/", views.team_post, name="team-post"),
+    path("teams/<slug:slug>/drift/", views.team_drift, name="team-drift"),
     path("pm/", views.pm_inbox, name="pm-inbox"),
     path("pm/<int:request_id>/answer/", views.pm_answer, name="pm-answer"),
 ]

@@ -6,18 +6,21 @@ manages (superusers see all); another team's page is a 404."""
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from teams import conversation, lifecycle, pm_requests, selectors
+from teams import conversation, drift, lifecycle, mesh, pm_requests, selectors
 from teams.catalog import OFFLINE_MODEL
 from teams.engine.providers import model_problem
 from teams.errors import LoomError
-from teams.models import PMRequest
+from teams.models import Agent, PMRequest
+from tools.mesh import recommendation
+
+NOT_SET = "(not set)"
 
 
 def _team_or_404(request, slug):
@@ -27,9 +30,33 @@ def _team_or_404(request, slug):
     return team
 
 
+def agent_drift(agent: Agent) -> dict:
+    """What the PM sees of an agent's drift (the live view, its script and the admin):
+    the score as check_drift computes it, what it means, the hierarchy, the chain
+    breaks and the advice."""
+    value = drift.score(agent)
+    breaks = drift.chain_breaks(agent)
+    meaning = drift.meaning(value)
+    return {
+        "agent": agent.name,
+        "role": agent.role,
+        "score": value,
+        "meaning": meaning,
+        "band": meaning.replace(" ", "-"),
+        "flagged": value < drift.SIGNIFICANT,
+        "hierarchy": [[level, getattr(agent, level) or NOT_SET] for level in mesh.LEVELS],
+        "breaks": breaks,
+        "recommendation": recommendation(value, breaks),
+    }
+
+
 @staff_member_required
 def team_list(request):
-    teams = selectors.teams_visible_to(user=request.user).order_by("slug")
+    teams = list(
+        selectors.teams_visible_to(user=request.user).order_by("slug").prefetch_related("agents")
+    )
+    for team in teams:
+        team.drifting = [d for d in map(agent_drift, team.agents.all()) if d["flagged"]]
     open_requests = selectors.open_pm_requests_for(user=request.user).count()
     return render(request, "teams/team_list.html", {"teams": teams, "open_requests": open_requests})
 
@@ -53,14 +80,24 @@ def team_live(request, slug):
             "queries": selectors.team_recent_queries(team=team),
             "offline": any(a.effective_model == OFFLINE_MODEL for a in agents),
             "model_problems": _model_problems(agents),
+            "drift": [agent_drift(a) for a in agents],
             "live_config": {
                 "ws": f"/ws/teams/{team.slug}/",
                 "answer_url": reverse("pm-answer", args=[0]),
+                "drift_url": reverse("team-drift", args=[team.slug]),
+                "drift_bands": drift.bands(),
                 "next": reverse("team-live", args=[team.slug]),
                 "csrf": get_token(request),
             },
         },
     )
+
+
+@staff_member_required
+def team_drift(request, slug):
+    """The live view's drift panel as JSON: its script asks after each finished turn."""
+    team = _team_or_404(request, slug)
+    return JsonResponse({"agents": [agent_drift(a) for a in team.agents.all()]})
 
 
 @staff_member_required

@@ -227,8 +227,19 @@ def test_agent_console_shows_drift_report_and_chart(admin_client, team, agents):
         )
     page = admin_client.get(reverse("admin:teams_agent_change", args=[coach.pk])).content.decode()
     assert "=== DRIFT REPORT ===" in page and "Original: Ship &lt;b&gt;v1&lt;/b&gt;" in page
-    assert "<svg" in page and page.count("<rect") == 4 and "<polyline" in page
+    assert "<svg" in page and page.count('class="bar"') == 3 and "<polyline" in page
     assert "&lt;i&gt;Python&lt;/i&gt;" in page
+    # The score with what it means, the hierarchy, the chain breaks and the advice.
+    assert '<strong class="drift-score" style="font-size:1.4em">100</strong>' in page
+    assert '<strong class="drift-meaning">on track</strong>' in page
+    assert "<dt>trajectory</dt><dd>Ship &lt;b&gt;v1&lt;/b&gt;</dd>" in page
+    assert "<dt>tactic</dt><dd>(not set)</dd><dt>action</dt><dd>(not set)</dd>" in page
+    assert "chain breaks: none" in page and "On track. Continue working." in page
+    # The chart's axes are labelled.
+    for label in (">turn</text>", ">drift score</text>", ">input tokens</text>"):
+        assert label in page
+    changelist = admin_client.get(reverse("admin:teams_agent_changelist")).content.decode()
+    assert "100 · on track" in changelist and "70 · on track" in changelist
 
 
 def test_every_add_page_renders_or_is_refused(admin_client, populated):

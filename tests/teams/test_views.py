@@ -175,3 +175,124 @@ def test_a_megabyte_pm_post_is_a_form_error_and_nothing_is_stored(manager, team)
     assert response.status_code == 200
     assert "at most 20,000 are accepted" in response.content.decode()
     assert not Message.objects.filter(kind="pm").exists()
+
+
+# --- drift and pinned answers ---------------------------------------------------
+
+
+def drift_to(agent, *, trajectory="", tactic="", action="", violations=0):
+    """Set an agent's mesh state as the tools would leave it."""
+    from teams import drift
+
+    agent.trajectory, agent.tactic, agent.action = trajectory, tactic, action
+    agent.violations = violations
+    agent.drift_score = drift.score(agent)
+    agent.save()
+    return agent.drift_score
+
+
+def test_live_view_shows_each_agents_drift_and_flags_significant_drift(manager, team, agents):
+    assert drift_to(agents["coach"], trajectory="Guide the team") == 100
+    assert drift_to(agents["researcher"], violations=1) == 60
+    # No trajectory (-30), a tactic and an action without one (-15), 3 violations (-30).
+    assert drift_to(agents["coder"], tactic="Hack <b>it</b>", violations=3) == 25
+    page = manager.get("/teams/alpha/").content.decode()
+    panel = page[
+        page.index('id="drift-panel"') : page.index("</section>", page.index("drift-panel"))
+    ]
+    assert panel.count('class="drift-agent') == 4
+    assert 'data-agent="coach"' in panel and "drift-on-track" in panel
+    assert '<span class="drift-score">100</span>' in panel
+    assert '<span class="drift-meaning">on track</span>' in panel
+    assert '<span class="drift-score">60</span>' in panel
+    assert '<span class="drift-meaning">some drift</span>' in panel
+    assert '<span class="drift-meaning">significant drift</span>' in panel
+    assert "drift-significant-drift drift-flagged" in panel
+    # The hierarchy ("(not set)" when empty, escaped), the chain breaks and the advice.
+    assert '<dd data-level="trajectory" title="Guide the team">Guide the team</dd>' in panel
+    tactic = "Hack &lt;b&gt;it&lt;/b&gt;"
+    assert f'<dd data-level="tactic" title="{tactic}">{tactic}</dd>' in panel
+    assert '<dd data-level="action" title="(not set)">(not set)</dd>' in panel
+    assert "Tactic set without a trajectory." in panel
+    assert "Significant drift. Use map_context" in panel
+    assert "On track. Continue working." in panel
+    # Agents below 40 are flagged at the top, and only they.
+    assert "⚠ coder: significant drift (25)" in page
+    assert "⚠ researcher" not in page and "⚠ coach" not in page
+    # The script gets the bands to word a live score, and where to ask for the rest.
+    assert '"drift_bands": [[70, "on track"], [40, "some drift"], [0, "significant drift"]]' in page
+    assert '"drift_url": "/teams/alpha/drift/"' in page
+
+
+def test_the_drift_panel_as_json_for_the_live_view(manager, team, agents, other_team):
+    drift_to(agents["coder"], trajectory="Build it", tactic="Parser first")
+    body = manager.get("/teams/alpha/drift/").json()
+    coder = next(d for d in body["agents"] if d["agent"] == "coder")
+    assert coder == {
+        "agent": "coder",
+        "role": "coder",
+        "score": 100,
+        "meaning": "on track",
+        "band": "on-track",
+        "flagged": False,
+        "hierarchy": [
+            ["trajectory", "Build it"],
+            ["tactic", "Parser first"],
+            ["action", "(not set)"],
+        ],
+        "breaks": [],
+        "recommendation": "✅ On track. Continue working.",
+    }
+    assert [d["agent"] for d in body["agents"]] == ["coach", "researcher", "coder", "reviewer"]
+    assert manager.get("/teams/beta/drift/").status_code == 404
+
+
+def test_team_list_flags_agents_below_40(manager, team, agents):
+    drift_to(agents["reviewer"], violations=3)  # 100 - 30 - 30
+    drift_to(agents["coder"], trajectory="Build it")
+    page = manager.get("/").content.decode()
+    assert "⚠ reviewer: significant drift (40)" not in page  # 40 is some drift, not flagged
+    drift_to(agents["reviewer"], tactic="Nitpick", violations=3)  # and a chain break: 25
+    page = manager.get("/").content.decode()
+    assert '<span class="drift-flag">⚠ reviewer: significant drift (25)</span>' in page
+    assert "⚠ coder" not in page
+
+
+def test_answer_pinned_as_an_anchor_from_the_live_view_and_the_inbox(manager, team):
+    from teams.models import Anchor
+
+    page = manager.get("/teams/alpha/").content.decode()
+    form = page[
+        page.index('id="pm-answer-form"') : page.index("</form>", page.index("pm-answer-form"))
+    ]
+    assert 'name="pin_as"' in form and "Pin as anchor" in form
+    request = open_request(team)
+    inbox = manager.get("/pm/").content.decode()
+    assert 'name="pin_as"' in inbox and "Pin as anchor" in inbox
+    response = manager.post(
+        f"/pm/{request.id}/answer/",
+        {"answer": "HTML only.", "pin_as": "output-format", "next": "/teams/alpha/"},
+        follow=True,
+    )
+    assert "Answer sent; team alpha resumes." in response.content.decode()
+    anchor = Anchor.objects.get(team=team, key="output-format")
+    assert anchor.value == "HTML only." and anchor.updated_by == "pm (alice)"
+
+
+def test_a_bad_pin_key_says_why_and_changes_nothing(manager, team):
+    from teams.models import Anchor
+
+    request = open_request(team)
+    response = manager.post(
+        f"/pm/{request.id}/answer/", {"answer": "HTML only.", "pin_as": "no spaces!"}, follow=True
+    )
+    page = response.content.decode()
+    assert response.redirect_chain[-1][0] == "/pm/"
+    assert "alpha: Anchor keys start with a letter or digit" in page
+    request.refresh_from_db()
+    assert request.status == PMRequest.Status.OPEN
+    assert not Anchor.objects.exists() and not Message.objects.filter(kind="pm").exists()
+    # Answered without a key, the same request goes through and pins nothing.
+    manager.post(f"/pm/{request.id}/answer/", {"answer": "HTML only.", "pin_as": ""})
+    request.refresh_from_db()
+    assert request.status == PMRequest.Status.ANSWERED and not Anchor.objects.exists()

@@ -30,7 +30,12 @@
     csrf.type = "hidden"; csrf.name = "csrfmiddlewaretoken"; csrf.value = cfg.csrf;
     const answer = el("textarea");
     answer.name = "answer"; answer.rows = 2; answer.required = true; answer.placeholder = "Your answer";
-    form.append(csrf, answer, el("button", "", "Answer and resume"));
+    // Optional: the answer is also pinned as the anchor of this key.
+    const pin = el("label", "pin", "Pin as anchor ");
+    const key = el("input");
+    key.name = "pin_as"; key.maxLength = 80; key.placeholder = "key, e.g. output-format (optional)";
+    pin.append(key);
+    form.append(csrf, answer, pin, el("button", "", "Answer and resume"));
     li.append(meta, el("p", "question", r.question), form);
     inbox.prepend(li);
     refreshEmpty();

@@ -118,6 +118,90 @@
                        el("span", "question", question), hops);
   }
 
+  // Drift: the score and what it means change with each finished turn (the band
+  // words come from the server: teams/drift.py); the rest of the panel (hierarchy,
+  // chain breaks, advice) is asked for again.
+  function meaningOf(score) {
+    const band = cfg.drift_bands.find(([lowest]) => score >= lowest);
+    return band ? band[1] : "";
+  }
+
+  function driftItem(agent) {
+    const panel = $("drift-panel");
+    let li = panel.querySelector(`li[data-agent="${CSS.escape(agent)}"]`);
+    if (!li) {
+      li = el("li", "drift-agent");
+      li.dataset.agent = agent;
+      panel.append(li);
+    }
+    return li;
+  }
+
+  function setScore(li, agent, score) {
+    const meaning = meaningOf(score);
+    const flagged = score < cfg.drift_bands[1][0];
+    li.className = `drift-agent drift-${meaning.replace(/ /g, "-")}${flagged ? " drift-flagged" : ""}`;
+    const head = li.querySelector(".drift-head");
+    if (head) {
+      head.querySelector(".drift-score").textContent = score;
+      head.querySelector(".drift-meaning").textContent = meaning;
+    }
+    const flags = $("drift-flags");
+    let flag = flags.querySelector(`li[data-agent="${CSS.escape(agent)}"]`);
+    if (!flagged) {
+      if (flag) flag.remove();
+      return;
+    }
+    if (!flag) {
+      flag = el("li", "drift-flag");
+      flag.dataset.agent = agent;
+      flags.append(flag);
+    }
+    flag.textContent = `⚠ ${agent}: ${meaning} (${score})`;
+  }
+
+  function showDrift(d) {
+    const li = driftItem(d.agent);
+    const head = el("div", "drift-head");
+    head.append(el("span", "drift-name", d.agent), document.createTextNode(" "),
+                el("small", "", d.role), document.createTextNode(" "),
+                el("span", "drift-score"), el("span", "drift-of", "/100"),
+                document.createTextNode(" "), el("span", "drift-meaning"));
+    const levels = el("dl", "drift-hierarchy");
+    d.hierarchy.forEach(([level, value]) => {
+      const dd = el("dd", "", value);
+      dd.dataset.level = level;
+      dd.title = value;
+      levels.append(el("dt", "", level), dd);
+    });
+    const breaks = el("ul", "drift-breaks");
+    d.breaks.forEach((line) => breaks.append(el("li", "", line)));
+    li.replaceChildren(head, levels, breaks, el("p", "drift-advice", d.recommendation));
+    setScore(li, d.agent, d.score);
+  }
+
+  // One request at a time; a turn that finishes meanwhile asks once more after it.
+  let driftBusy = false, driftAgain = false;
+  function refreshDrift() {
+    if (driftBusy) { driftAgain = true; return; }
+    driftBusy = true;
+    fetch(cfg.drift_url, {credentials: "same-origin", headers: {Accept: "application/json"}})
+      .then((response) => (response.ok ? response.json() : null))
+      .then((body) => { if (body) body.agents.forEach(showDrift); })
+      .catch(() => {})
+      .finally(() => {
+        driftBusy = false;
+        if (driftAgain) { driftAgain = false; refreshDrift(); }
+      });
+  }
+
+  function turnFinished(t) {
+    if (t.drift_score !== null && t.drift_score !== undefined) {
+      setScore(driftItem(t.agent), t.agent, t.drift_score);
+    }
+    refreshDrift();
+  }
+
   const handlers = {
     "message.created": (e) => addMessage(e.message),
     "turn.started": (e) => {
@@ -130,8 +214,12 @@
       if (speaking.dataset.agent !== e.agent) handlers["turn.started"](e);
       $("speaking-text").textContent += e.text;
     },
-    "turn.finished": (e) => { setStatus(e.team); if (speaking.dataset.agent === e.turn.agent) stopSpeaking(); },
-    "team.status": (e) => setStatus(e),
+    "turn.finished": (e) => {
+      setStatus(e.team);
+      if (speaking.dataset.agent === e.turn.agent) stopSpeaking();
+      turnFinished(e.turn);
+    },
+    "team.status": (e) => { setStatus(e); refreshDrift(); },
     "pm_request.opened": (e) => showRequest(e.request),
     "pm_request.answered": (e) => hideRequest(e.request),
     "query.asked": (e) => showQuery(e.query),
