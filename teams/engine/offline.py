@@ -4,7 +4,14 @@ no ANTHROPIC_API_KEY is set.
 It speaks the same protocol as the Anthropic provider and exercises every mechanism of a
 conversation: short messages, passes, one ask_pm from the coach, and phase
 completion, so the demo shows the product with no key. Every message it writes
-says it comes from the offline model."""
+says it comes from the offline model.
+
+It keeps the cognitive mesh (seed 004) too: each agent declares its intent when it
+first speaks in a phase and maps its tactic every few turns, the coach pins the
+PM's latest word as an anchor and checks its drift before completing a phase. A
+mesh tool does not end the turn: after its result the agent goes on to write its
+line. It knows all this from the request alone (the history, the anchors in the
+system prompt, the tools offered), so the same request always gets the same reply."""
 
 from __future__ import annotations
 
@@ -18,8 +25,41 @@ from teams.catalog import OFFLINE_MODEL, Usage
 from teams.engine.reply import ModelReply
 from teams.keepers import SMART_SYSTEM
 from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
+from tools.mesh import CheckDrift, DeclareIntent, MapContext, SaveAnchor, ScanHierarchy, ThinkBack
 
 IDENTITY = re.compile(r"Your name is (?P<name>[\w-]+) and your role is (?P<role>\w+)\.")
+GOAL = re.compile(r"^Team goal: (?P<goal>.*)$", re.MULTILINE)
+PHASE = re.compile(r"^Current phase: (?P<phase>.*)$", re.MULTILINE)
+# A PM's message as the history shows it: "[pm]: ..." or "[pm (alice)]: ...", up to
+# the next speaker or the cue.
+PM_SAID = re.compile(
+    r"(?:^|\n)\[pm(?: \([^)\n]*\))?\]: (?P<text>.*?)(?=\n\n\[[^\]\n]+\]: |\n\nIt is your turn|\Z)",
+    re.DOTALL,
+)
+# Tools after whose result the agent goes on with its turn.
+MESH = frozenset(
+    t.name for t in (DeclareIntent, MapContext, SaveAnchor, CheckDrift, ScanHierarchy, ThinkBack)
+)
+PM_ANCHOR = "pm-decision"
+GOAL_CHARS = 200
+TACTIC_EVERY = 4  # an agent maps its tactic on every 4th turn it speaks in a phase
+
+TRAJECTORIES = {
+    "coach": "Guide the team through {phase} towards the goal: {goal}",
+    "researcher": "Find the facts, prior art and risks the team needs for: {goal}",
+    "coder": "Design and build the implementation of: {goal}",
+    "reviewer": "Check the team's plans and code against: {goal}",
+    "tester": "Work out how to prove the result right for: {goal}",
+}
+DEFAULT_TRAJECTORY = "Help the team reach its goal: {goal}"
+TACTICS = {
+    "coach": "Summarise agreements and surface open questions in {phase}.",
+    "researcher": "Compare the simplest options and list the risky edge cases.",
+    "coder": "Split the work into small modules behind one entry point.",
+    "reviewer": "Ask for tests on the edge cases before the phase closes.",
+    "tester": "List the cases an end-to-end test must cover.",
+}
+DEFAULT_TACTIC = "Keep my contributions small and testable."
 
 LINES = {
     "coach": [
@@ -53,6 +93,37 @@ def _text_of(message: dict) -> str:
     return "\n".join(b.get("text", "") or str(b.get("content", "")) for b in content)
 
 
+def _last_calls(rounds: list[dict]) -> list[str]:
+    """The tools the model called in its last response of this turn."""
+    last = next((m for m in reversed(rounds) if m["role"] == "assistant"), None)
+    if last is None:
+        return []
+    return [b["name"] for b in last["content"] if b.get("type") == "tool_use"]
+
+
+def _facts(transcript: str) -> dict:
+    """The team's goal (shortened) and the phase, from the turn's opening line."""
+    goal, phase = GOAL.search(transcript), PHASE.search(transcript)
+    goal_text = goal["goal"].strip() if goal else ""
+    if len(goal_text) > GOAL_CHARS:
+        goal_text = goal_text[: GOAL_CHARS - 1].rstrip() + "…"
+    return {
+        "goal": goal_text or "the team's goal",
+        "phase": phase["phase"].strip() if phase else "this phase",
+    }
+
+
+def _pm_said(history: list[dict]) -> str:
+    """What the PM said last in the phase, or ""."""
+    said = [
+        m["text"].strip()
+        for message in history
+        if message["role"] == "user"
+        for m in PM_SAID.finditer(message["content"])
+    ]
+    return said[-1] if said else ""
+
+
 class OfflineProvider:
     def respond(self, *, model, system, messages, tools, max_tokens=0, on_text=None):
         system_text = "\n".join(b["text"] for b in system)
@@ -61,18 +132,51 @@ class OfflineProvider:
         match = IDENTITY.search(system_text)
         name, role = (match["name"], match["role"]) if match else ("agent", "agent")
         tool_names = {t["name"] for t in tools}
-        transcript = "\n".join(_text_of(m) for m in messages)
-        last = messages[-1] if messages else {"content": ""}
-        input_tokens = (len(system_text) + len(transcript)) // 4
-
-        if isinstance(last["content"], list) and any(
-            b.get("type") == "tool_result" for b in last["content"]
-        ):
+        input_tokens = (len(system_text) + len("\n".join(_text_of(m) for m in messages))) // 4
+        # The history the turn began with (plain text); then this turn's tool rounds.
+        start = next(
+            (i for i, m in enumerate(messages) if not isinstance(m["content"], str)),
+            len(messages),
+        )
+        history, rounds = messages[:start], messages[start:]
+        called = [
+            b["name"]
+            for m in rounds
+            if m["role"] == "assistant"
+            for b in m["content"]
+            if b.get("type") == "tool_use"
+        ]
+        if rounds and any(tool not in MESH for tool in _last_calls(rounds)):
             return self._reply([], "end_turn", input_tokens)
 
+        def offered(tool) -> bool:
+            return tool.name in tool_names and tool.name not in called
+
+        transcript = "\n".join(_text_of(m) for m in history)
         lines = transcript.count("\n[")
         pm_seen = "[pm" in transcript or "PM input received" in transcript
-        if role == "coach" and AskPm.name in tool_names and not pm_seen and lines >= 3:
+        # Lines this agent spoke in the phase (its messages come back as the assistant's;
+        # earlier phases' summaries, which a coach wrote, do not count).
+        spoken = sum(
+            1
+            for m in history
+            if m["role"] == "assistant" and not m["content"].startswith("[Phase ")
+        )
+        facts = _facts(transcript)
+
+        if spoken == 0 and offered(DeclareIntent):
+            trajectory = TRAJECTORIES.get(role, DEFAULT_TRAJECTORY).format(**facts)
+            return self._tool(DeclareIntent.name, {"trajectory": trajectory}, input_tokens)
+        if spoken % TACTIC_EVERY == TACTIC_EVERY - 1 and offered(MapContext):
+            tactic = TACTICS.get(role, DEFAULT_TACTIC).format(**facts)
+            return self._tool(MapContext.name, {"level": "tactic", "content": tactic}, input_tokens)
+        if role == "coach" and offered(SaveAnchor):
+            said = _pm_said(history)
+            # Pinned already (by the coach, or by the PM with "pin as anchor")?
+            if said and f"]: {said}\n" not in system_text:
+                return self._tool(SaveAnchor.name, {"key": PM_ANCHOR, "value": said}, input_tokens)
+        # The coach asks once it has heard the team out twice (its third line).
+        if role == "coach" and AskPm.name in tool_names and not pm_seen and spoken >= 2:
             return self._tool(
                 AskPm.name,
                 {"question": "Which output format should we prioritise: HTML only, or also PDF?"},
@@ -82,10 +186,13 @@ class OfflineProvider:
             # Lines since the phase began or the PM last spoke.
             mark = max(transcript.rfind("[pm"), transcript.rfind("Phase advanced to"))
             if transcript[mark:].count("\n[") >= 8:
+                if offered(CheckDrift):  # seed 004: check drift before marking work complete
+                    return self._tool(CheckDrift.name, {}, input_tokens)
                 summary = "PM input received. The team agreed on scope and next steps."
                 return self._tool(SignalPhaseComplete.name, {"summary": summary}, input_tokens)
         seed = zlib.crc32(f"{name}:{lines}:{len(transcript)}".encode())
-        if role != "coach" and PassTurn.name in tool_names and seed % 3 == 0:
+        # After a mesh tool the agent says its line: a turn that updated its focus speaks.
+        if role != "coach" and PassTurn.name in tool_names and seed % 3 == 0 and not called:
             return self._tool(
                 PassTurn.name, {"reason": "agree with the current proposal"}, input_tokens
             )

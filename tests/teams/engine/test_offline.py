@@ -1,0 +1,206 @@
+"""The offline model (`loom-offline`) keeps the cognitive mesh: intents, tactics, the
+PM's word pinned as an anchor and a drift check before a phase completes; and it
+stays deterministic."""
+
+from teams import conversation, pm_requests
+from teams.engine.offline import PM_ANCHOR, OfflineProvider
+from teams.models import Anchor, Message, PMRequest, Team, Turn, TurnStep
+from tests.helpers import drain
+from tools import registry
+from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
+from tools.mesh import CheckDrift, DeclareIntent, MapContext, SaveAnchor
+
+COACH_SYSTEM = [{"type": "text", "text": "Your name is coach and your role is coach."}]
+CODER_SYSTEM = [{"type": "text", "text": "Your name is coder and your role is coder."}]
+OPENING = "Team goal: Ship the parser.\nCurrent phase: refinement"
+
+
+def definitions(*tools):
+    return [{"name": t.name, "description": "", "input_schema": {}} for t in tools]
+
+
+def tool_calls(reply):
+    return [(b["name"], b["input"]) for b in reply.content if b.get("type") == "tool_use"]
+
+
+def steps(team, tool):
+    return TurnStep.objects.filter(turn__team=team, tool_name=tool.name).order_by("id")
+
+
+def run_until(team, predicate, limit=80, answer=None):
+    """Run queued turns one by one until the predicate holds (or nothing is queued),
+    answering the coach's question with `answer` when one is given."""
+    for _ in range(limit):
+        if predicate():
+            return
+        request = PMRequest.objects.filter(team=team, status="open").first()
+        if request is not None and answer is not None:
+            pm_requests.pm_request_answer(request_id=request.id, answer=answer)
+        if not drain(team, limit=1):
+            break
+    assert predicate(), "the condition never held"
+
+
+def test_each_agent_declares_its_intent_on_its_first_turn_and_still_speaks(team):
+    conversation.team_start(team=team)
+    first = drain(team, limit=4)
+    assert [t.agent.name for t in first] == ["coach", "researcher", "coder", "reviewer"]
+    for turn in first:
+        agent = turn.agent
+        agent.refresh_from_db()
+        assert "Ship the parser." in agent.trajectory
+        assert agent.context_updates == 1
+        # The intent is declared first, then the agent says its line in the same turn.
+        assert [s.tool_name for s in turn.steps.filter(kind="tool")] == [DeclareIntent.name]
+        assert turn.outcome == Turn.Outcome.MESSAGE
+        line = Message.objects.get(turn=turn)
+        assert line.kind == "chat" and "(offline model)" in line.content
+        assert turn.drift_score == 100
+    assert team.agents.get(name="coder").trajectory.startswith("Design and build")
+
+
+def test_agents_map_their_tactic_now_and_then(team):
+    conversation.team_start(team=team)
+    run_until(team, lambda: steps(team, MapContext).exists(), answer="HTML only.")
+    mapped = steps(team, MapContext).first()
+    agent = mapped.turn.agent
+    agent.refresh_from_db()
+    assert agent.tactic and agent.context_updates >= 2
+    # Never on an agent's first turn, and only once in the turn that does it.
+    assert not mapped.turn.steps.filter(tool_name=DeclareIntent.name).exists()
+    assert mapped.turn.steps.filter(tool_name=MapContext.name).count() == 1
+    assert Message.objects.filter(turn=mapped.turn, kind="chat").exists()
+
+
+def test_the_coach_pins_the_pms_answer_then_checks_drift_before_completing_the_phase(team):
+    conversation.team_start(team=team)
+    run_until(team, lambda: PMRequest.objects.filter(team=team).exists())
+    team.refresh_from_db()
+    assert team.status == Team.Status.AWAITING_PM
+    assert not Anchor.objects.filter(team=team).exists()
+    request = PMRequest.objects.get(team=team)
+    pm_requests.pm_request_answer(request_id=request.id, answer="HTML only for now.")
+
+    run_until(team, lambda: Anchor.objects.filter(team=team, key=PM_ANCHOR).exists())
+    anchor = Anchor.objects.get(team=team, key=PM_ANCHOR)
+    assert anchor.value == "HTML only for now." and anchor.updated_by == "coach"
+    pinned = steps(team, SaveAnchor).get()
+    assert pinned.turn.agent.name == "coach"
+    # It is not pinned twice: the anchor is in every later prompt.
+    run_until(team, lambda: Turn.objects.filter(team=team, outcome="phase_complete").exists())
+    assert steps(team, SaveAnchor).count() == 1
+
+    done = Turn.objects.get(team=team, outcome="phase_complete")
+    names = list(done.steps.filter(kind="tool").values_list("tool_name", flat=True))
+    assert names == [CheckDrift.name, SignalPhaseComplete.name]
+    team.refresh_from_db()
+    assert team.phase_index == 1
+    # The next phase begins with a fresh intent, naming it.
+    coach = team.agents.get(name="coach")
+    run_until(team, lambda: steps(team, DeclareIntent).filter(turn__agent=coach).count() == 2)
+    coach.refresh_from_db()
+    assert coach.trajectory.startswith("Guide the team through planning")
+
+
+def test_an_answer_the_pm_pinned_is_not_pinned_again(team):
+    conversation.team_start(team=team)
+    run_until(team, lambda: PMRequest.objects.filter(team=team).exists())
+    request = PMRequest.objects.get(team=team)
+    pm_requests.pm_request_answer(request_id=request.id, answer="PDF too.", pin_as="format")
+    run_until(team, lambda: Turn.objects.filter(team=team, outcome="phase_complete").exists())
+    assert not steps(team, SaveAnchor).exists()
+    assert list(Anchor.objects.filter(team=team).values_list("key", "value")) == [
+        ("format", "PDF too.")
+    ]
+
+
+def test_mesh_tools_are_called_only_when_offered():
+    model = OfflineProvider()
+    opening = [{"role": "user", "content": f"{OPENING}\n\nIt is your turn, coder."}]
+    offered = model.respond(
+        model="loom-offline",
+        system=CODER_SYSTEM,
+        messages=opening,
+        tools=definitions(DeclareIntent, PassTurn),
+    )
+    assert tool_calls(offered) == [
+        (
+            DeclareIntent.name,
+            {"trajectory": "Design and build the implementation of: Ship the parser."},
+        )
+    ]
+    bare = model.respond(
+        model="loom-offline", system=CODER_SYSTEM, messages=opening, tools=definitions(PassTurn)
+    )
+    assert all(name != DeclareIntent.name for name, _ in tool_calls(bare))
+
+
+def test_after_a_mesh_tool_it_speaks_and_after_a_turn_ending_tool_it_stops():
+    model = OfflineProvider()
+    tools = definitions(DeclareIntent, PassTurn, AskPm)
+    opening = {"role": "user", "content": f"{OPENING}\n\nIt is your turn, coder."}
+
+    def after(name):
+        use = {"type": "tool_use", "id": "toolu_1", "name": name, "input": {}}
+        result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}
+        return model.respond(
+            model="loom-offline",
+            system=CODER_SYSTEM,
+            messages=[
+                opening,
+                {"role": "assistant", "content": [use]},
+                {"role": "user", "content": [result]},
+            ],
+            tools=tools,
+        )
+
+    spoke = after(DeclareIntent.name)
+    assert spoke.stop_reason == "end_turn" and "(offline model)" in spoke.text
+    assert after(PassTurn.name).content == []
+
+
+def test_the_same_request_gets_the_same_reply():
+    model = OfflineProvider()
+    messages = [
+        {
+            "role": "user",
+            "content": f"{OPENING}\n\n[pm (alice)]: HTML only.\n\nIt is your turn, coach.",
+        }
+    ]
+    tools = definitions(DeclareIntent, SaveAnchor, MapContext, AskPm)
+    replies = [
+        model.respond(model="loom-offline", system=COACH_SYSTEM, messages=messages, tools=tools)
+        for _ in range(2)
+    ]
+    assert replies[0].content == replies[1].content
+    assert tool_calls(replies[0])[0][0] == DeclareIntent.name
+
+
+def test_the_coach_pins_the_pms_last_word_unless_an_anchor_holds_it():
+    model = OfflineProvider()
+    said = "[pm (alice)]: HTML first.\n\nPDF later, maybe."
+    messages = [
+        {"role": "user", "content": f"{OPENING}\n\n[coder]: A plan."},
+        {"role": "assistant", "content": "Let's agree on scope."},
+        {"role": "user", "content": f"{said}\n\n[coder]: Fine.\n\nIt is your turn, coach."},
+    ]
+    tools = definitions(SaveAnchor, AskPm)
+    reply = model.respond(model="loom-offline", system=COACH_SYSTEM, messages=messages, tools=tools)
+    assert tool_calls(reply) == [
+        (SaveAnchor.name, {"key": PM_ANCHOR, "value": "HTML first.\n\nPDF later, maybe."})
+    ]
+    anchored = [
+        *COACH_SYSTEM,
+        {
+            "type": "text",
+            "text": "<immutable-anchors>\n  [format]: HTML first.\n\nPDF later, maybe.\n"
+            "</immutable-anchors>",
+        },
+    ]
+    again = model.respond(model="loom-offline", system=anchored, messages=messages, tools=tools)
+    assert all(name != SaveAnchor.name for name, _ in tool_calls(again))
+
+
+def test_every_mesh_tool_it_calls_exists():
+    names = {t.name for t in registry.all_tools()}
+    assert {DeclareIntent.name, MapContext.name, SaveAnchor.name, CheckDrift.name} <= names
