@@ -1,0 +1,118 @@
+"""Drift in a real browser: the live view's panel follows the turns, the PM pins an
+answer as an anchor, an agent below 40 is flagged, and the admin shows the score,
+what it means and a chart with labelled axes."""
+
+import re
+
+from django.core.management import call_command
+from playwright.sync_api import expect
+
+from teams import conversation, drift
+from teams.models import Agent, Anchor, Team
+from tests.browser.conftest import SCREENSHOTS, log_in
+
+MEANING = re.compile(r"^(on track|some drift|significant drift)$")
+AGENTS = ("coach", "researcher", "coder", "reviewer")
+
+
+def test_drift_panel_pinned_answer_flag_and_admin_chart(start_site, browser, pm_user):
+    call_command("loom_demo")
+    site = start_site(LOOM_OFFLINE_DELAY="0.05")
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    problems = []
+    context.on(
+        "console",
+        lambda m: problems.append(m.text) if "Content Security Policy" in m.text else None,
+    )
+    page = context.new_page()
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    log_in(page, site, next_url="/teams/demo/")
+    expect(page.locator("body[data-live=on]")).to_have_count(1)
+
+    # Before any turn: every agent is listed with a score and what it means; no
+    # trajectory yet.
+    panel = page.locator("#drift-panel")
+    for name in AGENTS:
+        item = panel.locator(f"li[data-agent={name}]")
+        expect(item.locator(".drift-score")).to_have_text("70")
+        expect(item.locator(".drift-meaning")).to_have_text("on track")
+        expect(item.locator("dd[data-level=trajectory]")).to_have_text("(not set)")
+
+    # Running: each agent declares its intent on its first turn (offline model); the
+    # panel follows without a reload: scores, what they mean and the hierarchy.
+    page.click("button[value=start]")
+    for name in AGENTS:
+        item = panel.locator(f"li[data-agent={name}]")
+        expect(item.locator("dd[data-level=trajectory]")).to_contain_text(
+            "Markdown notes", timeout=20_000
+        )
+        expect(item.locator(".drift-score")).to_have_text(re.compile(r"^\d{1,3}$"))
+        expect(item.locator(".drift-meaning")).to_have_text(MEANING)
+        expect(item.locator(".drift-advice")).to_have_text(re.compile(r"\S"))
+    expect(panel.locator("li[data-agent=coach] .drift-score")).to_have_text("100")
+
+    # The coach asks; the PM answers in the live view and pins the answer.
+    expect(page.locator("#pm-request")).to_be_visible(timeout=30_000)
+    page.screenshot(path=SCREENSHOTS / "drift-live-view.png", full_page=True)
+    form = page.locator("#pm-answer-form")
+    form.locator("textarea[name=answer]").fill("HTML only for now.")
+    form.locator("input[name=pin_as]").fill("output-format")
+    form.locator("button").click()
+    expect(page.locator(".flash")).to_contain_text("Answer sent; team demo resumes.")
+    team = Team.objects.get(slug="demo")
+    anchor = Anchor.objects.get(team=team, key="output-format")
+    assert anchor.value == "HTML only for now." and anchor.updated_by == "pm (pm)"
+    expect(page.locator("body[data-live=on]")).to_have_count(1)
+    page.locator("button[value=pause]").dispatch_event("click")
+    expect(page.locator(".flash")).to_contain_text("Team demo paused.")
+
+    # A coder far off course (no trajectory, a tactic, three violations) is flagged
+    # live when its next turn finishes (the team resumed from here: the site's
+    # sweeper picks the turn up) ...
+    coder = team.agents.get(name="coder")
+    off_course = {"trajectory": "", "tactic": "Rewrite it all", "violations": 3}
+    Agent.objects.filter(pk=coder.pk).update(**off_course)
+    coder_item = panel.locator("li[data-agent=coder]")
+    expect(coder_item.locator(".drift-meaning")).to_have_text("on track")
+    conversation.team_resume(team=team)
+    flag = page.locator("#drift-flags .drift-flag")
+    expect(flag).to_have_text(re.compile(r"^⚠ coder: significant drift \(\d+\)$"), timeout=30_000)
+    expect(coder_item.locator(".drift-meaning")).to_have_text("significant drift")
+    expect(coder_item.locator("dd[data-level=tactic]")).to_have_text("Rewrite it all")
+    page.locator("button[value=pause]").dispatch_event("click")
+    expect(page.locator(".flash")).to_contain_text("Team demo paused.")
+
+    # ... and on the pages as they load.
+    Agent.objects.filter(pk=coder.pk).update(**off_course)
+    coder.refresh_from_db()
+    score = drift.score(coder)
+    assert score < 40
+    page.goto(f"{site.url}/teams/demo/")
+    expect(flag).to_have_text(f"⚠ coder: significant drift ({score})")
+    expect(coder_item).to_have_class(re.compile("drift-flagged"))
+    expect(coder_item.locator(".drift-meaning")).to_have_text("significant drift")
+    expect(coder_item.locator(".drift-breaks")).to_contain_text("Tactic set without a trajectory.")
+    coder_item.scroll_into_view_if_needed()
+    page.screenshot(path=SCREENSHOTS / "drift-live-view-flagged.png", full_page=True)
+    page.goto(f"{site.url}/")
+    expect(page.locator(".drift-flag")).to_have_text(f"⚠ coder: significant drift ({score})")
+    page.screenshot(path=SCREENSHOTS / "drift-team-list.png", full_page=True)
+
+    # The admin's agent page: the score and what it means, and the chart's axes.
+    coach = team.agents.get(name="coach")
+    coach.refresh_from_db()
+    page.goto(f"{site.url}/admin/teams/agent/{coach.pk}/change/")
+    summary = page.locator(".drift-summary")
+    expect(summary.locator(".drift-score")).to_have_text(str(drift.score(coach)))
+    expect(summary.locator(".drift-meaning")).to_have_text(drift.meaning(drift.score(coach)))
+    expect(summary).to_contain_text("Guide the team through refinement")
+    chart = page.locator("svg[role=img]")
+    for label in ("turn", "drift score", "input tokens"):
+        expect(chart.locator("text", has_text=re.compile(f"^{label}$"))).to_have_count(1)
+    expect(chart.locator("rect.bar").first).to_be_attached()
+    expect(chart.locator("polyline")).to_have_count(1)
+    summary.scroll_into_view_if_needed()
+    page.screenshot(path=SCREENSHOTS / "drift-admin-agent.png", full_page=True)
+    page.goto(f"{site.url}/admin/teams/agent/{coder.pk}/change/")
+    expect(page.locator(".drift-summary .drift-meaning")).to_have_text("significant drift")
+    assert problems == []
