@@ -9,6 +9,14 @@ def fast_offline_model(settings):
     settings.LOOM_OFFLINE_DELAY = 0
 
 
+@pytest.fixture(autouse=True)
+def private_data_dir(settings, tmp_path_factory):
+    """Each test's team workspaces ($LOOM_DATA_DIR/workspaces/<slug>) in a folder of its
+    own: files one test writes are never seen by the next."""
+    settings.DATA_DIR = tmp_path_factory.mktemp("data")
+    return settings.DATA_DIR
+
+
 @pytest.fixture
 def team(db):
     return make_team("alpha")

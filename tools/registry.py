@@ -28,6 +28,7 @@ TOOL_MODULES = [
     "tools.context",
     "tools.mesh",
     "tools.consult",
+    "tools.workspace",
 ]
 _REGISTRY: dict[str, type[Tool]] = {}
 _loaded = False

@@ -1,0 +1,171 @@
+"""Workspace tools: list and read the team's files (every role), write them (coders,
+in the implementation phase). The guards and limits are teams/workspace.py's."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, StringConstraints
+
+from teams import workspace
+from teams.models import Agent, Turn, TurnStep
+from tools.base import MAX_RESULT_CHARS, Params, Tool, ToolContext, ToolResult
+from tools.registry import register
+
+# A file_read result's text, so the header and the note that follow fit in a result.
+READ_CHARS = MAX_RESULT_CHARS - 1000
+PATH_HELP = "Relative to the workspace, folders separated by '/' (e.g. 'src/parser.py')"
+
+
+def _size(size: int | None) -> str:
+    return "1 byte" if size == 1 else f"{size or 0:,} bytes"
+
+
+class ListParams(Params):
+    path: str = Field(default="", description=f"{PATH_HELP}. Omit for the top folder.")
+
+
+@register
+class FileList(Tool):
+    name = "file_list"
+    description = (
+        "List the files and folders of the team's workspace, the shared folder where the "
+        "team's work lives: the top folder, or the folder you name. Shows each entry's "
+        f"kind and size, by name (at most {workspace.MAX_LIST_ENTRIES})."
+    )
+    Params = ListParams
+
+    def run(self, params: ListParams, ctx: ToolContext) -> str:
+        listing = workspace.file_list(ctx.team, params.path)
+        where = f"Folder {listing.path!r}" if listing.path else "The workspace"
+        if not listing.total:
+            return f"{where} is empty."
+        count = "1 entry" if listing.total == 1 else f"{listing.total:,} entries"
+        lines = [f"{where} ({count}):"]
+        for entry in listing:
+            if entry.kind == "folder":
+                lines.append(f"  {entry.name}/  (folder)")
+            elif entry.kind == "file":
+                lines.append(f"  {entry.name}  ({_size(entry.size)})")
+            elif entry.kind == "link":
+                lines.append(f"  {entry.name}  (symbolic link)")
+            else:
+                lines.append(f"  {entry.name}  (special file, not readable)")
+        if listing.truncated:
+            lines.append(
+                f"... and {listing.total - len(listing):,} more (only the first "
+                f"{len(listing):,} by name are listed)."
+            )
+        return "\n".join(lines)
+
+
+class ReadParams(Params):
+    path: str = Field(description=PATH_HELP)
+    start_line: int = Field(
+        default=1, ge=1, description="The line to start at (1 is the first). Default: 1."
+    )
+
+
+@register
+class FileRead(Tool):
+    name = "file_read"
+    description = (
+        "Read a text file of the team's workspace. A long file comes in parts: the result "
+        "says which lines it shows and the start_line to read on from. Binary files are "
+        f"reported with their size, not shown; only the first "
+        f"{workspace.MAX_READ_BYTES // 1024} KB of a file can be read."
+    )
+    Params = ReadParams
+
+    def run(self, params: ReadParams, ctx: ToolContext) -> str:
+        found = workspace.file_read(ctx.team, params.path)
+        if found.binary:
+            return f"{found.path} is a binary file ({_size(found.size)}): not shown."
+        lines = found.text.splitlines(keepends=True)
+        if not lines:
+            return f"{found.path} is empty."
+        first = params.start_line
+        if first > len(lines):
+            return f"{found.path} has {len(lines):,} lines: start_line {first:,} is past its end."
+        shown, used, last = [], 0, first - 1
+        for line in lines[first - 1 :]:
+            if shown and used + len(line) > READ_CHARS:
+                break
+            shown.append(line[:READ_CHARS])
+            used += len(shown[-1])
+            last += 1
+        total = f"{len(lines):,}" + (" read" if found.truncated else "")
+        head = f"{found.path} ({_size(found.size)}), lines {first:,}-{last:,} of {total}:"
+        notes = []
+        if len(lines[last - 1]) > READ_CHARS:
+            notes.append(f"[Line {last:,} is cut at {READ_CHARS:,} characters.]")
+        if last < len(lines):
+            notes.append(
+                f'[More follows: {self.name}(path="{found.path}", start_line={last + 1}).]'
+            )
+        elif found.truncated:
+            notes.append(
+                f"[The file goes on: only its first {workspace.MAX_READ_BYTES // 1024} KB "
+                "can be read.]"
+            )
+        body = "".join(shown)
+        return "\n".join([head, body.rstrip("\n"), *notes])
+
+
+class WriteParams(Params):
+    path: str = Field(description=PATH_HELP)
+    # Written exactly as given: no whitespace stripped.
+    content: Annotated[str, StringConstraints(strip_whitespace=False)] = Field(
+        description=f"The whole new text of the file (at most {workspace.MAX_WRITE_BYTES // 1024} "
+        "KB as UTF-8)"
+    )
+
+
+def writes_in(turn: Turn | None) -> int:
+    """The successful file writes already made in `turn` (its recorded tool steps)."""
+    if turn is None:
+        return 0
+    steps = TurnStep.objects.filter(
+        turn=turn, kind=TurnStep.Kind.TOOL, tool_name=FileWrite.name
+    ).values_list("content", flat=True)
+    return sum(1 for content in steps if content and not content[0].get("is_error"))
+
+
+@register
+class FileWrite(Tool):
+    name = "file_write"
+    description = (
+        "Write a text file in the team's workspace, replacing it if it exists; folders "
+        "are made as needed. Give the whole content. At most "
+        f"{workspace.MAX_WRITE_BYTES // 1024} KB per file and "
+        f"{workspace.MAX_WRITES_PER_TURN} writes per turn. Paths stay inside the "
+        "workspace: trying to leave it is recorded as a violation."
+    )
+    Params = WriteParams
+    roles = frozenset({Agent.Role.CODER.value})
+    phases = frozenset({"implementation"})
+
+    def run(self, params: WriteParams, ctx: ToolContext) -> str | ToolResult:
+        try:
+            written = workspace.file_write(
+                team=ctx.team,
+                agent=ctx.agent,
+                turn=ctx.turn,
+                path=params.path,
+                content=params.content,
+                writes_this_turn=writes_in(ctx.turn),
+            )
+        except workspace.OutsideWorkspace as exc:
+            # Returned, not raised: raising would roll back the violation it recorded.
+            return ToolResult(
+                f"Error: {exc.message} Not written; the attempt is recorded as a violation.",
+                is_error=True,
+            )
+        what = "new file" if written.created else f"write {written.writes:,} of this file"
+        text = f"Wrote {written.path} ({_size(written.size)}, {what})."
+        if ctx.turn is not None:
+            text += (
+                f" {written.writes_this_turn} of {workspace.MAX_WRITES_PER_TURN} writes used "
+                "this turn."
+            )
+        return text
