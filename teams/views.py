@@ -86,6 +86,7 @@ def team_live(request, slug):
                 "answer_url": reverse("pm-answer", args=[0]),
                 "drift_url": reverse("team-drift", args=[team.slug]),
                 "drift_bands": drift.bands(),
+                "drift_flag_below": drift.SIGNIFICANT,
                 "next": reverse("team-live", args=[team.slug]),
                 "csrf": get_token(request),
             },

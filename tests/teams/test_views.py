@@ -221,7 +221,7 @@ def test_live_view_shows_each_agents_drift_and_flags_significant_drift(manager, 
     assert "⚠ researcher" not in page and "⚠ coach" not in page
     # The script gets the bands to word a live score, and where to ask for the rest.
     assert '"drift_bands": [[70, "on track"], [40, "some drift"], [0, "significant drift"]]' in page
-    assert '"drift_url": "/teams/alpha/drift/"' in page
+    assert '"drift_url": "/teams/alpha/drift/"' in page and '"drift_flag_below": 40' in page
 
 
 def test_the_drift_panel_as_json_for_the_live_view(manager, team, agents, other_team):

@@ -139,7 +139,7 @@
 
   function setScore(li, agent, score) {
     const meaning = meaningOf(score);
-    const flagged = score < cfg.drift_bands[1][0];
+    const flagged = score < cfg.drift_flag_below;
     li.className = `drift-agent drift-${meaning.replace(/ /g, "-")}${flagged ? " drift-flagged" : ""}`;
     const head = li.querySelector(".drift-head");
     if (head) {
