@@ -59,14 +59,14 @@ class ApiClient:
         self.client = client or Client()
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
-    def _send(self, method: str, path: str, body=None, **params):
+    def _send(self, method: str, path: str, body=None, /, **params):
         call = getattr(self.client, method)
         if method == "get":
             return call(f"/api{path}", params, headers=self.headers)
         data = None if body is None else json.dumps(body)
         return call(f"/api{path}", data, content_type="application/json", headers=self.headers)
 
-    def get(self, path, **params):
+    def get(self, path, /, **params):  # a query may have a `path` too
         return self._send("get", path, **params)
 
     def post(self, path, body=None):

@@ -4,7 +4,7 @@ behind every path parameter (a query, a keeper, an anchor, a PM request, a token
 import pytest
 from django.core.cache import cache
 
-from teams import keepers, pm_requests, questions, services
+from teams import keepers, pm_requests, questions, services, workspace
 from tests.helpers import ApiClient, api_token
 
 
@@ -49,7 +49,7 @@ def root_api(superuser):
 def furnished(team, agents):
     """Alpha with one of each thing the paths name: the query researcher→coder
     (key in .query.key), a keeper of the coach's, the anchor "db", an open PM
-    request and a token ("old script")."""
+    request, a token ("old script") and the coder's file notes.md in the workspace."""
     query = questions.ask(
         team=team, origin=agents["researcher"], question="Which parser?", target="coder"
     )
@@ -61,6 +61,14 @@ def furnished(team, agents):
     services.anchor_save(team=team, key="db", value="PostgreSQL 16", changed_by="pm")
     request = pm_requests.pm_request_open(team=team, agent=agents["coach"], question="Scope?")
     token, _ = services.api_token_create(team=team, label="old script")
+    workspace.file_write(
+        team=team,
+        agent=agents["coder"],
+        turn=None,
+        path="notes.md",
+        content="# Notes\nThe parser is LALR.\n",
+        writes_this_turn=0,
+    )
 
     class Furnished:
         pass

@@ -47,9 +47,14 @@ BODIES = {
     "tool_check_drift": {},
     "tool_ask_peer": {"peer": "critic", "prompt": "Is this sound?"},
     "tool_ask_multi": {"prompt": "Is this sound?"},
+    "tool_file_list": {"path": ""},
+    "tool_file_read": {"path": "notes.md"},
+    "tool_file_write": {"path": "notes.md", "content": "Rewritten."},
     "consultants_create": {"name": "critic2", "model": "loom-offline"},
     "consultants_update": {"enabled": False},
 }
+# A valid query for each operation that needs one (the file `furnished` wrote).
+QUERIES = {"files_content": {"path": "notes.md"}}
 # Consultants serve every team: a superuser's.
 SUPERUSER_ONLY = {"consultants_create", "consultants_update"}
 
@@ -109,7 +114,7 @@ def call(client: ApiClient, op_id: str, method: str, path: str, furnished):
     if body is not None and "query_id" in body:
         body = {**body, "query_id": furnished.query.key}
     if method == "GET":
-        return client.get(path)
+        return client.get(path, **QUERIES.get(op_id, {}))
     if method == "DELETE":
         return client.delete(path)
     return getattr(client, method.lower())(path, body if body is not None else {})
@@ -191,7 +196,7 @@ def test_an_agents_token_reads_the_team_and_acts_as_its_agent(coder_api, furnish
     for op_id, method, template in OPERATIONS:
         if method == "GET" and op_id not in PM_ONLY and template.startswith("/api/teams/{team}"):
             path = concrete(template, furnished, "coder")
-            assert coder_api.get(path).status_code == 200, op_id
+            assert coder_api.get(path, **QUERIES.get(op_id, {})).status_code == 200, op_id
     response = coder_api.post(
         "/teams/alpha/agents/coder/tools/peer_answer_question",
         {"query_id": furnished.query.key, "answer": "LALR."},

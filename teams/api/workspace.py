@@ -1,0 +1,98 @@
+"""The team's workspace: its files with who wrote each last, and a file's text. Paths
+go through teams/workspace.py's guards, as the agents' file tools do: a path that is
+refused there is a 422 naming it and why, a missing one a 404."""
+
+from contextlib import contextmanager
+
+from ninja import Query, Router
+from ninja.errors import ValidationError
+
+from teams import workspace
+from teams.api.auth import caller
+from teams.api.schemas import WorkspaceEntryOut, WorkspaceFileOut, WorkspaceListOut, responses
+from teams.errors import InvalidInput
+from teams.models import Team, WorkspaceFile
+
+router = Router(tags=["workspace"])
+
+PATH_HELP = (
+    "Relative to the workspace, folders separated by '/'. Refused (422): '..', absolute "
+    "paths, '~', backslashes, percent-escapes (the query string is decoded once, as any "
+    "is; a path is never decoded again), control characters, empty or dots-only names, "
+    f"names over {workspace.MAX_NAME_BYTES} bytes, paths over "
+    f"{workspace.MAX_PATH_CHARS} characters, symbolic links leading out, FIFOs, sockets "
+    "and devices."
+)
+
+
+@contextmanager
+def query_path():
+    """A refused path is a 422 located at the query's `path`."""
+    try:
+        yield
+    except InvalidInput as exc:
+        error = {"loc": ["query", "path"], "msg": exc.message, "type": exc.code}
+        raise ValidationError([error]) from None
+
+
+def _records(team: Team, paths: list[str]) -> dict[str, WorkspaceFile]:
+    rows = WorkspaceFile.objects.filter(team=team, path__in=paths).select_related("agent", "turn")
+    return {row.path: row for row in rows}
+
+
+def _written(row: WorkspaceFile | None) -> dict:
+    return {
+        "written_by": row.agent.name if row and row.agent_id else None,
+        "turn": row.turn.number if row and row.turn_id else None,
+        "writes": row.writes if row else 0,
+        "updated_at": row.updated_at if row else None,
+    }
+
+
+@router.get(
+    "/teams/{team}/files",
+    response=responses({200: WorkspaceListOut}, 404),
+    operation_id="files_list",
+)
+def files_list(request, team: str, path: str = Query("", description=PATH_HELP)):
+    """A folder of the team's workspace (its top by default): each entry's kind and
+    size, and for files who wrote it last and in which turn."""
+    row = caller(request).team(team)
+    with query_path():
+        listing = workspace.file_list(row, path)
+    records = _records(row, [e.path for e in listing if e.kind == "file"])
+    return WorkspaceListOut(
+        path=listing.path,
+        entries=[
+            WorkspaceEntryOut(
+                name=e.name,
+                path=e.path,
+                kind=e.kind,
+                size=e.size,
+                **_written(records.get(e.path) if e.kind == "file" else None),
+            )
+            for e in listing
+        ],
+        total=listing.total,
+        truncated=listing.truncated,
+    )
+
+
+@router.get(
+    "/teams/{team}/files/content",
+    response=responses({200: WorkspaceFileOut}, 404),
+    operation_id="files_content",
+)
+def files_content(request, team: str, path: str = Query("", description=PATH_HELP)):
+    """A file's text (its first 100 KB), or that it is binary, with who wrote it last."""
+    row = caller(request).team(team)
+    with query_path():
+        found = workspace.file_read(row, path)
+    return WorkspaceFileOut(
+        path=found.path,
+        size=found.size,
+        binary=found.binary,
+        text=None if found.binary else found.text,
+        truncated=found.truncated,
+        **_written(_records(row, [found.path]).get(found.path)),
+    )
