@@ -26,8 +26,10 @@ from teams.models import (
     Team,
     Turn,
     TurnStep,
+    WorkspaceFile,
 )
 from teams.views import agent_drift
+from teams.workspace import file_read as workspace_file_read
 from tools.mesh import drift_report
 
 # --- who sees what --------------------------------------------------------------
@@ -51,6 +53,7 @@ TEAM_PATHS = {
     PMRequest: "team",
     Consultation: "team",
     ApiToken: "team",
+    WorkspaceFile: "team",
 }
 
 # The "PM" group (made by `manage.py loom_demo`): what the console is for, per the
@@ -723,6 +726,40 @@ class ConsultationAdmin(HistoryAdminMixin, TeamScopedAdmin):
     list_filter = ("status", "team")
     search_fields = ("prompt",)
     list_select_related = ("team", "agent", "profile")
+
+
+@admin.register(WorkspaceFile)
+class WorkspaceFileAdmin(HistoryAdminMixin, TeamScopedAdmin):
+    """The team's files as its agents last wrote them, read-only; the page shows the file
+    itself (escaped, its first 100 KB) or that it is binary."""
+
+    list_display = ("path", "team", "size", "agent", "turn_number", "writes", "updated_at")
+    list_filter = ("team",)
+    search_fields = ("path",)
+    list_select_related = ("team", "agent", "turn")
+    fields = ("team", "path", "size", "agent", "turn", "writes", "updated_at", "content")
+    readonly_fields = fields
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="turn", ordering="turn__number")
+    def turn_number(self, obj):
+        return obj.turn.number if obj.turn_id else "—"
+
+    @admin.display(description="content")
+    def content(self, obj):
+        try:
+            found = workspace_file_read(obj.team, obj.path)
+        except LoomError as exc:
+            return f"Not readable now: {exc.message}"
+        if found.binary:
+            return f"binary, {found.size:,} bytes"
+        return format_html(
+            '<pre class="workspace-file" style="margin:0;max-height:40em;overflow:auto">{}</pre>{}',
+            found.text,
+            " (its first 100 KB)" if found.truncated else "",
+        )
 
 
 class ApiTokenForm(forms.ModelForm):

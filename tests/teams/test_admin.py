@@ -4,7 +4,7 @@ import pytest
 from django.contrib import admin
 from django.urls import reverse
 
-from teams import pm_requests, questions, services
+from teams import pm_requests, questions, services, workspace
 from teams.models import (
     ApiToken,
     ConsultantProfile,
@@ -14,6 +14,7 @@ from teams.models import (
     Message,
     Turn,
     TurnStep,
+    WorkspaceFile,
 )
 
 
@@ -36,8 +37,17 @@ def one_of_each(team) -> dict:
         team=team, agent=coach, profile=profile, prompt=f"Check {team.slug}"
     )
     token, _ = services.api_token_create(team=team, label=f"ci-{team.slug}")
+    workspace.file_write(
+        team=team,
+        agent=team.agents.get(name="coder"),
+        turn=turn,
+        path=f"notes-{team.slug}.md",
+        content=f"<b>notes</b> of {team.slug}\n",
+        writes_this_turn=0,
+    )
+    file = WorkspaceFile.objects.get(team=team)
     rows = [team, coach, message, anchor, pm_request, query, turn, step, keeper, entry]
-    rows += [profile, consultation, token, anchor.revisions.first()]
+    rows += [profile, consultation, token, anchor.revisions.first(), file]
     return {type(row): row for row in rows}
 
 
@@ -49,7 +59,7 @@ def populated(team, agents):
 
 def test_every_changelist_and_change_page_renders(admin_client, populated):
     models = [m for m in admin.site._registry if m._meta.app_label == "teams"]
-    assert len(models) == 14
+    assert len(models) == 15
     for model in models:
         opts = model._meta
         changelist = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
@@ -70,6 +80,24 @@ def test_history_rows_are_read_only(admin_client, populated):
     message.refresh_from_db()
     assert message.content == "<b>hello</b> alpha"
     assert admin_client.get(reverse("admin:teams_message_add")).status_code == 403
+
+
+def test_a_workspace_files_page_shows_it_escaped_or_that_it_is_binary(admin_client, populated):
+    file = WorkspaceFile.objects.get()
+    url = reverse("admin:teams_workspacefile_change", args=[file.pk])
+    page = admin_client.get(url).content.decode()
+    assert "&lt;b&gt;notes&lt;/b&gt; of alpha" in page and "<b>notes</b>" not in page
+    assert '<pre class="workspace-file"' in page
+    (workspace.workspace_root(populated) / file.path).write_bytes(b"\x00\x01\x02")
+    assert "binary, 3 bytes" in admin_client.get(url).content.decode()
+    (workspace.workspace_root(populated) / file.path).unlink()
+    page = admin_client.get(url).content.decode()
+    assert "Not readable now: No file &#x27;notes-alpha.md&#x27; in the workspace." in page
+    changelist = admin_client.get(reverse("admin:teams_workspacefile_changelist")).content
+    assert b"notes-alpha.md" in changelist
+    assert admin_client.post(url, {"path": "x"}).status_code == 403
+    delete = reverse("admin:teams_workspacefile_delete", args=[file.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 403
 
 
 def test_agent_output_is_escaped_in_admin(admin_client, populated):
