@@ -8,7 +8,7 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from teams import charts, conversation, pm_requests, selectors, services
+from teams import charts, consultations, conversation, pm_requests, selectors, services
 from teams.errors import LoomError
 from teams.lifecycle import TeamAction
 from teams.models import (
@@ -700,9 +700,29 @@ class PMRequestAdmin(TeamScopedAdmin):
 class ConsultantProfileAdmin(admin.ModelAdmin):
     """Profiles belong to no team and serve every team: superusers only."""
 
-    list_display = ("name", "model", "enabled")
-    list_filter = ("enabled",)
-    search_fields = ("name", "model")
+    list_display = ("name", "provider", "model", "key_status", "enabled")
+    list_filter = ("enabled", "provider")
+    search_fields = ("name", "model", "strengths")
+    fields = (
+        "name",
+        "provider",
+        "model",
+        "base_url",
+        "key_env",
+        "key_status",
+        "strengths",
+        "extra_prompt",
+        "enabled",
+    )
+    readonly_fields = ("key_status",)
+
+    @admin.display(description="key")
+    def key_status(self, obj):
+        """Whether the key variable is set now (never the key itself)."""
+        if obj.pk is None:
+            return "—"
+        problem = consultations.key_problem(obj)
+        return f"⚠ cannot be asked: {problem}" if problem else "ready"
 
     def has_module_permission(self, request):
         return request.user.is_active and request.user.is_superuser
@@ -722,10 +742,43 @@ class ConsultantProfileAdmin(admin.ModelAdmin):
 
 @admin.register(Consultation)
 class ConsultationAdmin(HistoryAdminMixin, TeamScopedAdmin):
-    list_display = ("id", "team", "agent", "profile", "status", "task_type", "created_at")
+    list_display = (
+        "id",
+        "team",
+        "agent",
+        "profile",
+        "status",
+        "task_type",
+        "cost_usd",
+        "duration_seconds",
+        "created_at",
+    )
     list_filter = ("status", "team")
     search_fields = ("prompt",)
     list_select_related = ("team", "agent", "profile")
+    readonly_fields = ("side_by_side",)
+
+    @admin.display(description="the consultants' answers, side by side")
+    def side_by_side(self, obj):
+        """Every consultation of the same ask (one ask_multi), one column each."""
+        batch = Consultation.objects.filter(batch=obj.batch).select_related("profile")
+        columns = format_html_join(
+            "",
+            '<td style="vertical-align:top;min-width:18em"><strong>{}</strong> {} · {} · '
+            '${} · {} s<pre style="white-space:pre-wrap">{}</pre></td>',
+            (
+                (
+                    c.profile.name if c.profile_id else "—",
+                    c.model,
+                    c.status,
+                    c.cost_usd,
+                    c.duration_seconds if c.duration_seconds is not None else "—",
+                    consultations.render(c),
+                )
+                for c in batch.order_by("profile__name", "id")
+            ),
+        )
+        return format_html("<table><tr>{}</tr></table>", columns)
 
 
 @admin.register(WorkspaceFile)

@@ -20,7 +20,7 @@ from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from teams.catalog import Usage, cost_of
-from teams.errors import Conflict, InvalidInput, LoomError, integrity_as, validated
+from teams.errors import Conflict, InvalidInput, LoomError, NotFound, integrity_as, validated
 from teams.models import Agent, ConsultantProfile, Consultation, Team, Turn
 from teams.services import text_check
 from teams.usage import team_add_usage, turn_add_usage
@@ -157,12 +157,13 @@ def file_excerpts(team: Team, paths: list[str]) -> tuple[list[tuple[str, str]], 
 
     for path in paths[:MAX_FILES]:
         try:
-            text, truncated = workspace.file_read(team, path, limit=min(FILE_CHARS, budget))
+            got = workspace.file_read(team, path, limit=min(FILE_CHARS, budget))
         except LoomError as exc:
             notes.append(f"{path}: not included ({exc.message})")
             continue
-        if truncated:
-            text += f"\n[... truncated: the first {len(text):,} characters are shown]"
+        text = got.text
+        if got.truncated:
+            text += f"\n[... truncated: the first {len(text):,} characters of {got.size:,} bytes]"
         excerpts.append((path, text))
         budget -= len(text)
         if budget <= 0:
@@ -218,13 +219,13 @@ def dropped_references(team: Team, output: PeerOutput) -> tuple[PeerOutput, list
     from teams import workspace
 
     for ref in output.file_references:
-        try:
-            path = workspace.resolve(team, ref.path)
+        try:  # the read's own checks (inside, a regular file), reading nothing
+            workspace.file_read(team, ref.path, limit=0)
+        except NotFound:
+            dropped.append({"path": ref.path, "reason": "no such file in the workspace"})
+            continue
         except LoomError as exc:
             dropped.append({"path": ref.path, "reason": exc.message})
-            continue
-        if not os.path.isfile(path):
-            dropped.append({"path": ref.path, "reason": "no such file in the workspace"})
             continue
         kept.append(ref)
     return output.model_copy(update={"file_references": kept}), dropped
@@ -282,7 +283,7 @@ def consultation_close(
     consultation.error = error.replace("\x00", "")
     consultation.save()
     if consultation.turn_id:
-        turn_add_usage(turn=consultation.turn, model=model, usage=usage)
+        turn_add_usage(turn=consultation.turn, model=model, usage=usage, is_turn_model=False)
     else:
         team_add_usage(team=consultation.team, model=model, usage=usage)
     return consultation

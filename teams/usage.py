@@ -11,21 +11,28 @@ from teams.models import Team, Turn
 # No savepoint when nested (the agent loop's step transaction): a failure here
 # fails the whole step anyway, and the savepoint costs two statements per call.
 @transaction.atomic(savepoint=False)
-def turn_add_usage(*, turn: Turn, model: str, usage: Usage, renew_lease=None) -> None:
+def turn_add_usage(
+    *, turn: Turn, model: str, usage: Usage, renew_lease=None, is_turn_model: bool = True
+) -> None:
+    """Add a call's tokens and cost to the turn and its team. A call to another model
+    made during the turn (a consultant) has `is_turn_model` false: the turn keeps
+    speaking with its own model."""
     cost = cost_of(model, usage)
     fields = dict(
-        model=model,
         input_tokens=F("input_tokens") + usage.input_tokens,
         output_tokens=F("output_tokens") + usage.output_tokens,
         cache_creation_tokens=F("cache_creation_tokens") + usage.cache_creation_tokens,
         cache_read_tokens=F("cache_read_tokens") + usage.cache_read_tokens,
         cost_usd=F("cost_usd") + cost,
     )
+    if is_turn_model:
+        fields["model"] = model
     if renew_lease is not None:
         fields["lease_expires_at"] = timezone.now() + renew_lease
     Turn.objects.filter(pk=turn.pk).update(**fields)
     # Keep the caller's copy in step too (the turn.finished event reports it).
-    turn.model = model
+    if is_turn_model:
+        turn.model = model
     for field, value in usage.as_fields().items():
         setattr(turn, field, getattr(turn, field) + value)
     turn.cost_usd += cost

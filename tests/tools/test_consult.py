@@ -13,6 +13,8 @@ from teams.models import ConsultantProfile, Consultation, Team, Turn
 from tests.fakes.messages_api import FakeMessagesAPI, Reply, text, tool
 from tests.fakes.openai_api import Completion, FakeOpenAI
 from tests.helpers import drain, per_agent
+from tests.tools import test_workspace
+from tests.tools.test_workspace import CANARY, HOSTILE_PATHS
 from tools import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -161,8 +163,10 @@ def test_ask_peer_on_claude_forces_the_peer_output_tool(ctx_for, anthropic_fake,
     sent = server.requests[0]
     assert sent.body["tool_choice"] == {"type": "tool", "name": "peer_output"}
     assert sent.body["tools"][0]["input_schema"]["required"]
-    assert sent.headers.get("authorization") == "Bearer sk-ant-test" or (
-        sent.headers.get("x-api-key") == "sk-ant-test"
+    headers = {k.lower(): v for k, v in sent.headers.items()}
+    # anthropic 2.x sends the key as a Bearer token; older SDKs as x-api-key.
+    assert "Bearer sk-ant-test" == headers.get("authorization") or (
+        headers.get("x-api-key") == "sk-ant-test"
     )
     assert sent.body["system"].startswith("You are a peer engineer. Your strengths: correctness")
     prompt = sent.body["messages"][0]["content"]
@@ -185,7 +189,8 @@ def test_ask_peer_on_an_openai_compatible_server_uses_a_strict_schema(ctx_for, o
     body = server.requests[0].body
     assert body["response_format"]["type"] == "json_schema"
     assert body["response_format"]["json_schema"]["strict"] is True
-    assert server.requests[0].headers["authorization"] == "Bearer sk-openai-test"
+    headers = {k.lower(): v for k, v in server.requests[0].headers.items()}
+    assert headers["authorization"] == "Bearer sk-openai-test"
     assert (
         body["messages"][0]
         == {
@@ -234,7 +239,7 @@ def test_a_malformed_reply_is_a_clear_error_and_the_turn_finishes(
     conversation.team_start(team=team)
     drain(team, limit=1)
     turn = Turn.objects.get(number=1)
-    assert turn.status == "done" and turn.outcome == "message"
+    assert (turn.status, turn.outcome) == ("done", "message"), turn.error
     tool_result = model.requests[1].body["messages"][-1]["content"][0]
     assert tool_result["tool_use_id"] == "toolu_peer"
     assert "Error: The consultant's reply is unusable" in tool_result["content"] or (
@@ -272,3 +277,57 @@ def test_ask_multi_names_unknown_peers(ctx_for, openai_fake):
 
 def _peer_tool():
     return {"type": "tool_use", "id": "toolu_po", "name": "peer_output", "input": peer_output()}
+
+
+# --- the workspace: relevant files in, file references checked on the way out ---------
+
+hostile_fixture = test_workspace.hostile  # the furnished workspace, as the file tools get it
+
+
+def test_relevant_files_are_sent_bounded_and_hostile_ones_are_not(
+    ctx_for, team, openai_fake, hostile_fixture
+):
+    from teams import workspace
+
+    root, canary = hostile_fixture
+    (root / "big.py").write_text("x = 1\n" * 5_000)  # 30,000 characters
+    server = openai_fake([Completion(json.dumps(peer_output()))])
+    gpt_profile(server.url)
+    hostile_paths = [path for path, _reason, _leaves in HOSTILE_PATHS][:8]
+    result = call(
+        ctx_for("coder"),
+        "ask_peer",
+        peer="architect",
+        prompt="Review these.",
+        relevant_files=["notes.txt", "big.py", *hostile_paths],
+    )
+    assert not result.is_error
+    prompt = server.requests[0].body["messages"][1]["content"]
+    assert "--- notes.txt ---\nnotes\n" in prompt
+    assert "--- big.py ---" in prompt and "[... truncated: the first 12,000 characters" in prompt
+    assert CANARY not in prompt and canary.read_text() == CANARY
+    assert "Only the first 10 relevant files are included." not in prompt  # 10 given
+    for path in hostile_paths[:7]:
+        assert f"{path}: not included (" in prompt
+    assert workspace.workspace_root(team) == root
+
+
+def test_file_references_outside_or_missing_are_dropped_and_reported(
+    ctx_for, team, openai_fake, hostile_fixture
+):
+    root, canary = hostile_fixture
+    references = [{"path": "notes.txt", "lines": "1-2", "relevance": "the notes"}]
+    references += [{"path": "missing.py", "relevance": "imagined"}]
+    references += [{"path": path, "relevance": "hostile"} for path, _r, _l in HOSTILE_PATHS]
+    server = openai_fake([Completion(json.dumps(peer_output(file_references=references)))])
+    gpt_profile(server.url)
+    result = call(ctx_for("coder"), "ask_peer", peer="architect", prompt="Where?")
+    record = Consultation.objects.get()
+    assert [r["path"] for r in record.output["file_references"]] == ["notes.txt"]
+    dropped = {d["path"]: d["reason"] for d in record.flagged_files}
+    assert set(dropped) == {"missing.py", *(p for p, _r, _l in HOSTILE_PATHS)}
+    assert dropped["missing.py"] == "no such file in the workspace"
+    for path, reason, _leaves in HOSTILE_PATHS:
+        assert reason in dropped[path], (path, dropped[path])
+    assert "Files: notes.txt:1-2" in result.text and "Dropped file references:" in result.text
+    assert CANARY not in result.text and canary.read_text() == CANARY
