@@ -80,6 +80,8 @@ PM_PERMISSIONS = (
     "view_apitoken",
     "add_apitoken",
     "change_apitoken",
+    "view_consultation",
+    "view_workspacefile",
 )
 
 
@@ -760,7 +762,7 @@ class ConsultationAdmin(HistoryAdminMixin, TeamScopedAdmin):
 
     @admin.display(description="the consultants' answers, side by side")
     def side_by_side(self, obj):
-        """Every consultation of the same ask (one ask_multi), one column each."""
+        """Every consultation of the same ask (several consultants at once), one column each."""
         batch = Consultation.objects.filter(batch=obj.batch).select_related("profile")
         columns = format_html_join(
             "",

@@ -626,7 +626,7 @@ ENV_NAME_PATTERN = r"^[A-Z_][A-Z0-9_]{0,99}$"
 
 
 class ConsultantProfile(models.Model):
-    """Another model an agent may consult (ask_peer / ask_multi). The key is never
+    """Another model an agent may consult for a second opinion. The key is never
     stored: `key_env` names the environment variable that holds it."""
 
     Provider = ProviderKind
@@ -685,7 +685,10 @@ class Consultation(models.Model):
     profile = models.ForeignKey(
         ConsultantProfile, on_delete=models.SET_NULL, null=True, related_name="consultations"
     )
-    batch = models.UUIDField(default=uuid.uuid4, help_text="Shared by one ask_multi call.")
+    batch = models.UUIDField(
+        default=uuid.uuid4,
+        help_text="Shared by the consultations of one ask of several consultants.",
+    )
     prompt = models.TextField()
     task_type = models.CharField(max_length=40, blank=True)
     relevant_files = models.JSONField(default=list, blank=True)

@@ -1,4 +1,4 @@
-"""Consultants (the profiles ask_peer / ask_multi ask) and a team's consultations."""
+"""Consultants (the profiles agents ask for second opinions) and a team's consultations."""
 
 from ninja import Query, Router, Status
 
@@ -75,7 +75,7 @@ def consultants_update(request, name: str, payload: ConsultantPatch):
     operation_id="consultations_list",
 )
 def consultations_list(request, team: str, limit: int = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX)):
-    """The team's consultations, newest first; one ask_multi's share a batch."""
+    """The team's consultations, newest first; the answers to one ask share a batch."""
     row = caller(request).team(team)
     rows = (
         Consultation.objects.filter(team=row)

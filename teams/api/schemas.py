@@ -455,7 +455,9 @@ MessageKindFilter = Literal[tuple(MessageKind.values)]  # type: ignore[valid-typ
 
 
 class ConsultantIn(In):
-    name: str = Field(pattern=AGENT_NAME_PATTERN, description="How agents name it in ask_peer.")
+    name: str = Field(
+        pattern=AGENT_NAME_PATTERN, description="How agents name it when they ask it."
+    )
     provider: ProviderKind = ProviderKind.OFFLINE
     model: str = Field(min_length=1, max_length=100)
     base_url: str = Field("", max_length=300, description="Empty: the provider's default.")
@@ -509,7 +511,7 @@ class ConsultantOut(BaseModel):
 
 class ConsultationOut(BaseModel):
     id: int
-    batch: str = Field(description="Shared by the consultations of one ask_multi.")
+    batch: str = Field(description="Shared by the consultations of one ask of several.")
     agent: str | None
     consultant: str | None
     model: str
