@@ -8,11 +8,12 @@ model was really sent."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.fakes.server import LocalServer
 
 
 @dataclass
@@ -93,32 +94,15 @@ class Recorded:
         return text_.split(marker, 1)[1].split(" ", 1)[0]
 
 
-class FakeMessagesAPI:
+class FakeMessagesAPI(LocalServer):
     """Start with `with FakeMessagesAPI(script) as api:`; api.url is the base URL.
 
     The script is a list of Reply/Failure served in order, or a callable taking the
     Recorded request and returning one."""
 
     def __init__(self, script: list | Callable[[Recorded], Reply | Failure] | None = None):
-        self.script = script if script is not None else []
-        self.requests: list[Recorded] = []
-        self.lock = threading.Lock()
+        super().__init__(script)
         self._counter = 0
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
     def next_reply(self, request: Recorded):
         with self.lock:

@@ -6,11 +6,11 @@ Every request is recorded so tests assert on what was sent."""
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.fakes.server import LocalServer
 
 
 @dataclass
@@ -35,26 +35,10 @@ class Request:
     body: dict
 
 
-class FakeOpenAI:
-    def __init__(self, script: list | Callable[[Request], Completion | Error]):
-        self.script = script
-        self.requests: list[Request] = []
-        self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+class FakeOpenAI(LocalServer):
+    """`with FakeOpenAI(script) as api:`; api.url is the base URL (with /v1)."""
 
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+    path_prefix = "/v1"
 
     def reply_to(self, request: Request):
         with self.lock:
@@ -63,7 +47,7 @@ class FakeOpenAI:
                 return self.script(request)
             return self.script.pop(0) if self.script else Error(500, "script ran out")
 
-    def _handler(self):
+    def _handler_class(self):
         fake = self
 
         class Handler(BaseHTTPRequestHandler):

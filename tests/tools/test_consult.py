@@ -83,32 +83,27 @@ class TestPeerOutput:
 # --- the profiles, against fakes of their vendors -------------------------------------
 
 
-@pytest.fixture
-def anthropic_fake():
-    servers = []
+def serving(fake_class):
+    """A fixture starting fake servers of `fake_class` with a script, stopped after."""
 
-    def start(script):
-        server = FakeMessagesAPI(script).__enter__()
-        servers.append(server)
-        return server
+    @pytest.fixture
+    def start_servers():
+        servers = []
 
-    yield start
-    for server in servers:
-        server.__exit__(None, None, None)
+        def start(script):
+            server = fake_class(script).__enter__()
+            servers.append(server)
+            return server
+
+        yield start
+        for server in servers:
+            server.__exit__(None, None, None)
+
+    return start_servers
 
 
-@pytest.fixture
-def openai_fake():
-    servers = []
-
-    def start(script):
-        server = FakeOpenAI(script).__enter__()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.__exit__(None, None, None)
+anthropic_fake = serving(FakeMessagesAPI)
+openai_fake = serving(FakeOpenAI)
 
 
 def claude_profile(url, name="critic", strengths="correctness, logic, edge cases"):
