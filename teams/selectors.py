@@ -6,7 +6,16 @@ from django.db.models import Exists, OuterRef, QuerySet, Sum
 from django.db.models.functions import Length
 
 from teams.errors import NotFound
-from teams.models import AGENT_NAME_PATTERN, Agent, Message, PMRequest, Query, Team, Turn
+from teams.models import (
+    AGENT_NAME_PATTERN,
+    Agent,
+    Consultation,
+    Message,
+    PMRequest,
+    Query,
+    Team,
+    Turn,
+)
 
 AGENT_NAME = re.compile(AGENT_NAME_PATTERN.removeprefix("^").removesuffix("$"))
 
@@ -146,3 +155,40 @@ def team_recent_queries(*, team: Team) -> list[Query]:
         .select_related("origin", "target", "answered_by")
         .order_by("-id")[:RECENT_QUERIES]
     )
+
+
+RECENT_BATCHES = 5
+BATCH_SCAN = 200  # consultations looked at to find the latest batches
+
+
+def team_recent_consultations(*, team: Team, batches: int = RECENT_BATCHES) -> list[dict]:
+    """The team's latest consultations grouped by batch (one ask of one or several
+    consultants), newest batch first: each {"batch", "agent", "prompt", "created_at",
+    "consultations"}, the consultations of a batch in the order they were opened."""
+    latest: list = []
+    ids = Consultation.objects.filter(team=team).order_by("-id").values_list("batch", flat=True)
+    for batch in ids[:BATCH_SCAN]:
+        if batch not in latest:
+            latest.append(batch)
+            if len(latest) == batches:
+                break
+    rows = (
+        Consultation.objects.filter(team=team, batch__in=latest)
+        .select_related("agent", "profile", "turn")
+        .order_by("id")
+    )
+    grouped: dict = {batch: [] for batch in latest}
+    for row in rows:
+        grouped[row.batch].append(row)
+    return [
+        {
+            "batch": batch,
+            "agent": rows[0].agent.name if rows[0].agent_id else "",
+            "turn": rows[0].turn.number if rows[0].turn_id else None,
+            "prompt": rows[0].prompt,
+            "created_at": rows[0].created_at,
+            "consultations": rows,
+        }
+        for batch, rows in grouped.items()
+        if rows
+    ]

@@ -8,6 +8,8 @@ urlpatterns = [
     path("teams/<slug:slug>/action/", views.team_action, name="team-action"),
     path("teams/<slug:slug>/post/", views.team_post, name="team-post"),
     path("teams/<slug:slug>/drift/", views.team_drift, name="team-drift"),
+    path("teams/<slug:slug>/files/", views.team_files, name="team-files"),
+    path("teams/<slug:slug>/files/view/", views.team_file, name="team-file"),
     path("pm/", views.pm_inbox, name="pm-inbox"),
     path("pm/<int:request_id>/answer/", views.pm_answer, name="pm-answer"),
 ]

@@ -1,4 +1,5 @@
-"""The PM's pages: the team list, a team's live view and the PM inbox.
+"""The PM's pages: the team list, a team's live view (with its consultations), its
+workspace (the files its agents wrote, and each file's text) and the PM inbox.
 
 Plain forms that work without JavaScript; the pages' script adds live updates
 over the WebSockets. Every page is for staff, and shows only the teams the user
@@ -13,7 +14,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from teams import conversation, drift, lifecycle, mesh, pm_requests, selectors
+from teams import conversation, drift, lifecycle, mesh, pm_requests, selectors, workspace
 from teams.catalog import OFFLINE_MODEL
 from teams.engine.providers import model_problem
 from teams.errors import LoomError
@@ -81,6 +82,8 @@ def team_live(request, slug):
             "offline": any(a.effective_model == OFFLINE_MODEL for a in agents),
             "model_problems": _model_problems(agents),
             "drift": [agent_drift(a) for a in agents],
+            "workspace_files": team.workspace_files.count(),
+            "consultation_batches": selectors.team_recent_consultations(team=team),
             "live_config": {
                 "ws": f"/ws/teams/{team.slug}/",
                 "answer_url": reverse("pm-answer", args=[0]),
@@ -90,6 +93,83 @@ def team_live(request, slug):
                 "next": reverse("team-live", args=[team.slug]),
                 "csrf": get_token(request),
             },
+        },
+    )
+
+
+def _bytes(size: int | None) -> str:
+    return "1 byte" if size == 1 else f"{size or 0:,} bytes"
+
+
+def _workspace_refused(request, team, path: str, error: LoomError):
+    """A refused or missing path: the domain's message on a 4xx page, nothing read."""
+    status = error.status if 400 <= error.status < 500 else 400
+    return render(
+        request,
+        "teams/workspace_refused.html",
+        {"team": team, "path": path, "message": error.message},
+        status=status,
+    )
+
+
+def _crumbs(path: str) -> list[tuple[str, str]]:
+    """(name, path) of each folder on the way to `path`, the top first."""
+    parts = path.split("/") if path else []
+    return [(name, "/".join(parts[: i + 1])) for i, name in enumerate(parts)]
+
+
+@staff_member_required
+def team_files(request, slug):
+    """A folder of the team's workspace: each entry, its size, and for files who wrote
+    it last and in which turn."""
+    team = _team_or_404(request, slug)
+    path = request.GET.get("path", "")
+    try:
+        listing, entries = workspace.folder_entries(team, path)
+    except LoomError as exc:
+        return _workspace_refused(request, team, path, exc)
+    rows = [
+        {"entry": e, "size": _bytes(e.size) if e.kind == "file" else "", **written}
+        for e, written in entries
+    ]
+    parent = listing.path.rpartition("/")[0] if listing.path else None
+    return render(
+        request,
+        "teams/workspace.html",
+        {
+            "team": team,
+            "listing": listing,
+            "rows": rows,
+            "crumbs": _crumbs(listing.path),
+            "parent": parent,
+            "hidden_count": listing.total - len(listing),
+        },
+    )
+
+
+@staff_member_required
+def team_file(request, slug):
+    """A file of the team's workspace: its text (the first 100 KB) escaped in a <pre>,
+    or that it is binary, with who wrote it last and in which turn."""
+    team = _team_or_404(request, slug)
+    path = request.GET.get("path", "")
+    try:
+        found = workspace.file_read(team, path)
+    except LoomError as exc:
+        return _workspace_refused(request, team, path, exc)
+    folder = found.path.rpartition("/")[0]
+    return render(
+        request,
+        "teams/workspace_file.html",
+        {
+            "team": team,
+            "file": found,
+            "size": _bytes(found.size),
+            "limit_kb": workspace.MAX_READ_BYTES // 1024,
+            "crumbs": _crumbs(folder),
+            "folder": folder,
+            "name": found.path.rpartition("/")[2],
+            **workspace.file_written(team, found.path),
         },
     )
 

@@ -403,6 +403,38 @@ def file_list(team: Team, path: str = "") -> Listing:
     return Listing(path=located.rel, entries=entries, total=len(found))
 
 
+def file_records(team: Team, paths: list[str]) -> dict[str, WorkspaceFile]:
+    """The WorkspaceFile rows of these paths (who wrote each last, in which turn)."""
+    rows = WorkspaceFile.objects.filter(team=team, path__in=paths).select_related("agent", "turn")
+    return {row.path: row for row in rows}
+
+
+def written(row: WorkspaceFile | None) -> dict:
+    """Who wrote a file last, in which turn (its number), how often and when: None
+    and 0 for a file no agent wrote."""
+    return {
+        "written_by": row.agent.name if row and row.agent_id else None,
+        "turn": row.turn.number if row and row.turn_id else None,
+        "writes": row.writes if row else 0,
+        "updated_at": row.updated_at if row else None,
+    }
+
+
+def folder_entries(team: Team, path: str = "") -> tuple[Listing, list[tuple[Entry, dict]]]:
+    """A folder's listing and each entry with `written` of it (files only; folders
+    and other entries get the empty record): what the API and the PM's page show."""
+    listing = file_list(team, path)
+    records = file_records(team, [e.path for e in listing if e.kind == "file"])
+    return listing, [
+        (e, written(records.get(e.path) if e.kind == "file" else None)) for e in listing
+    ]
+
+
+def file_written(team: Team, path: str) -> dict:
+    """`written` of one file (its resolved path, as file_read returns it)."""
+    return written(file_records(team, [path]).get(path))
+
+
 def _decoded(data: bytes, truncated: bool) -> str | None:
     """UTF-8 text, or None for binary (a NUL byte, or not UTF-8); a cut through the
     last character of a truncated read is not binary."""

@@ -11,7 +11,6 @@ from teams import workspace
 from teams.api.auth import caller
 from teams.api.schemas import WorkspaceEntryOut, WorkspaceFileOut, WorkspaceListOut, responses
 from teams.errors import InvalidInput
-from teams.models import Team, WorkspaceFile
 
 router = Router(tags=["workspace"])
 
@@ -35,20 +34,6 @@ def query_path():
         raise ValidationError([error]) from None
 
 
-def _records(team: Team, paths: list[str]) -> dict[str, WorkspaceFile]:
-    rows = WorkspaceFile.objects.filter(team=team, path__in=paths).select_related("agent", "turn")
-    return {row.path: row for row in rows}
-
-
-def _written(row: WorkspaceFile | None) -> dict:
-    return {
-        "written_by": row.agent.name if row and row.agent_id else None,
-        "turn": row.turn.number if row and row.turn_id else None,
-        "writes": row.writes if row else 0,
-        "updated_at": row.updated_at if row else None,
-    }
-
-
 @router.get(
     "/teams/{team}/files",
     response=responses({200: WorkspaceListOut}, 404),
@@ -59,19 +44,12 @@ def files_list(request, team: str, path: str = Query("", description=PATH_HELP))
     size, and for files who wrote it last and in which turn."""
     row = caller(request).team(team)
     with query_path():
-        listing = workspace.file_list(row, path)
-    records = _records(row, [e.path for e in listing if e.kind == "file"])
+        listing, entries = workspace.folder_entries(row, path)
     return WorkspaceListOut(
         path=listing.path,
         entries=[
-            WorkspaceEntryOut(
-                name=e.name,
-                path=e.path,
-                kind=e.kind,
-                size=e.size,
-                **_written(records.get(e.path) if e.kind == "file" else None),
-            )
-            for e in listing
+            WorkspaceEntryOut(name=e.name, path=e.path, kind=e.kind, size=e.size, **written)
+            for e, written in entries
         ],
         total=listing.total,
         truncated=listing.truncated,
@@ -94,5 +72,5 @@ def files_content(request, team: str, path: str = Query("", description=PATH_HEL
         binary=found.binary,
         text=None if found.binary else found.text,
         truncated=found.truncated,
-        **_written(_records(row, [found.path]).get(found.path)),
+        **workspace.file_written(row, found.path),
     )
