@@ -7,6 +7,9 @@ PORT ?= 8000
 # Scaled-out tests use these servers when they answer (see scripts/services_up.py).
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 REDIS_URL ?= redis://127.0.0.1:6379/0
+# The second run, on PostgreSQL: the browser tests (which exercise the pages, not the
+# database) ran in the first, and Schemathesis repeats its seed with fewer cases.
+PG_RUN = LOOM_SCHEMATHESIS_EXAMPLES=10 $(PY) -m pytest --ignore=tests/browser
 
 .PHONY: install dev run test lint bench clean
 
@@ -45,9 +48,9 @@ test: lint
 	@if $(PY) scripts/services_up.py postgres "$(PG_URL)"; then \
 		echo "== PostgreSQL answers: running the suite against it (with Redis when it answers)"; \
 		if $(PY) scripts/services_up.py redis "$(REDIS_URL)"; then \
-			LOOM_DATABASE_URL="$(PG_URL)" LOOM_TEST_REDIS_URL="$(REDIS_URL)" $(PY) -m pytest; \
+			LOOM_DATABASE_URL="$(PG_URL)" LOOM_TEST_REDIS_URL="$(REDIS_URL)" $(PG_RUN); \
 		else \
-			LOOM_DATABASE_URL="$(PG_URL)" $(PY) -m pytest; \
+			LOOM_DATABASE_URL="$(PG_URL)" $(PG_RUN); \
 		fi; \
 	else \
 		echo "== NOTICE: no PostgreSQL at $(PG_URL): the PostgreSQL run was skipped"; \
