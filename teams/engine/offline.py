@@ -8,10 +8,18 @@ says it comes from the offline model.
 
 It keeps the cognitive mesh (seed 004) too: each agent declares its intent when it
 first speaks in a phase and maps its tactic every few turns, the coach pins the
-PM's latest word as an anchor and checks its drift before completing a phase. A
-mesh tool does not end the turn: after its result the agent goes on to write its
-line. It knows all this from the request alone (the history, the anchors in the
-system prompt, the tools offered), so the same request always gets the same reply."""
+PM's latest word as an anchor and checks its drift before completing a phase.
+
+It uses the workspace and the consultants too: in the implementation phase the coder
+writes one small file (OFFLINE_FILE) and says so, and the reviewer, on a later turn,
+reads the file the coder said it wrote and says so; in the team's second phase the
+coach asks every consultant once for a second opinion on the plan (its line after it
+says so, which is how it knows not to ask again).
+
+A mesh, file or consultation tool does not end the turn: after its result the agent
+goes on to write its line. It knows all this from the request alone (the history,
+the anchors in the system prompt, the tools offered), so the same request always
+gets the same reply."""
 
 from __future__ import annotations
 
@@ -24,8 +32,10 @@ from django.conf import settings
 from teams.catalog import OFFLINE_MODEL, Usage
 from teams.engine.reply import ModelReply
 from teams.keepers import SMART_SYSTEM
+from tools.consult import AskMulti, AskPeer
 from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
 from tools.mesh import CheckDrift, DeclareIntent, MapContext, SaveAnchor, ScanHierarchy, ThinkBack
+from tools.workspace import FileList, FileRead, FileWrite
 
 IDENTITY = re.compile(r"Your name is (?P<name>[\w-]+) and your role is (?P<role>\w+)\.")
 GOAL = re.compile(r"^Team goal: (?P<goal>.*)$", re.MULTILINE)
@@ -40,6 +50,21 @@ PM_SAID = re.compile(
 MESH = frozenset(
     t.name for t in (DeclareIntent, MapContext, SaveAnchor, CheckDrift, ScanHierarchy, ThinkBack)
 )
+GOES_ON = MESH | {t.name for t in (FileList, FileRead, FileWrite, AskMulti, AskPeer)}
+# The file the coder writes in the implementation phase, and how the team hears of it.
+OFFLINE_FILE = "notes/plan.md"
+OFFLINE_FILE_TEXT = """# Plan (offline model)
+
+Goal: {goal}
+
+1. The parser: read the input strictly; say which input failed and why.
+2. The renderer: one function from the parsed input to the output.
+3. The command-line wrapper: one entry point, taking a path.
+"""
+WROTE = re.compile(r"I wrote (?P<path>\S+) in the workspace")
+CONSULTED = "I asked the consultants for a second opinion"
+ANSWERED = re.compile(r"(?P<done>\d+) of (?P<asked>\d+) consultants answered")
+PHASE_DONE = re.compile(r"\[Phase [^\]\n]+ complete\]")
 PM_ANCHOR = "pm-decision"
 GOAL_CHARS = 200
 TACTIC_EVERY = 4  # an agent maps its tactic on every 4th turn it speaks in a phase
@@ -124,6 +149,12 @@ def _pm_said(history: list[dict]) -> str:
     return said[-1] if said else ""
 
 
+def _result_of(rounds: list[dict]) -> str:
+    """The text of the last tool result of this turn."""
+    last = next((m for m in reversed(rounds) if m["role"] == "user"), None)
+    return _text_of(last).strip() if last else ""
+
+
 class OfflineProvider:
     def respond(self, *, model, system, messages, tools, max_tokens=0, on_text=None):
         system_text = "\n".join(b["text"] for b in system)
@@ -146,7 +177,8 @@ class OfflineProvider:
             for b in m["content"]
             if b.get("type") == "tool_use"
         ]
-        if rounds and any(tool not in MESH for tool in _last_calls(rounds)):
+        last = _last_calls(rounds)
+        if rounds and any(tool not in GOES_ON for tool in last):
             return self._reply([], "end_turn", input_tokens)
 
         def offered(tool) -> bool:
@@ -163,6 +195,34 @@ class OfflineProvider:
             if m["role"] == "assistant" and not m["content"].startswith("[Phase ")
         )
         facts = _facts(transcript)
+        wrote = WROTE.search(transcript)
+
+        # After a file or consultation tool, the agent says what it did.
+        if FileWrite.name in last:
+            ok = _result_of(rounds).startswith("Wrote ")
+            line = (
+                f"I wrote {OFFLINE_FILE} in the workspace: a first outline of the modules, "
+                "for the reviewer."
+                if ok
+                else f"I could not write {OFFLINE_FILE}; I will describe the outline here instead."
+            )
+            return self._say(line, input_tokens, on_text)
+        if FileRead.name in last and wrote:
+            return self._say(
+                f"I read {wrote['path']} in the workspace: the outline matches what we agreed. "
+                "Next, tests for its edge cases.",
+                input_tokens,
+                on_text,
+            )
+        if AskMulti.name in last:
+            answered = ANSWERED.search(_result_of(rounds))
+            count = f"{answered['done']} of {answered['asked']}" if answered else "none"
+            return self._say(
+                f"{CONSULTED} on the plan: {count} answered. Their points are in the "
+                "Consultations panel; let's weigh them before we commit.",
+                input_tokens,
+                on_text,
+            )
 
         if spoken == 0 and offered(DeclareIntent):
             trajectory = TRAJECTORIES.get(role, DEFAULT_TRAJECTORY).format(**facts)
@@ -170,6 +230,31 @@ class OfflineProvider:
         if spoken % TACTIC_EVERY == TACTIC_EVERY - 1 and offered(MapContext):
             tactic = TACTICS.get(role, DEFAULT_TACTIC).format(**facts)
             return self._tool(MapContext.name, {"level": "tactic", "content": tactic}, input_tokens)
+        if (
+            role == "coach"
+            and offered(AskMulti)
+            and len(PHASE_DONE.findall(transcript)) == 1  # the team's second phase
+            and CONSULTED not in transcript
+        ):
+            request = {
+                "prompt": f"A second opinion on our plan for: {facts['goal']} What is the "
+                "riskiest part, and what should we do first?",
+                "task_type": "plan",
+                "focus_areas": ["architecture", "correctness"],
+            }
+            return self._tool(AskMulti.name, request, input_tokens)
+        if offered(FileWrite) and not wrote:
+            content = OFFLINE_FILE_TEXT.format(**facts)
+            return self._tool(
+                FileWrite.name, {"path": OFFLINE_FILE, "content": content}, input_tokens
+            )
+        if (
+            role == "reviewer"
+            and offered(FileRead)
+            and wrote
+            and f"read {wrote['path']}" not in transcript
+        ):
+            return self._tool(FileRead.name, {"path": wrote["path"]}, input_tokens)
         if role == "coach" and offered(SaveAnchor):
             said = _pm_said(history)
             # Pinned already (by the coach, or by the PM with "pin as anchor")?
@@ -197,7 +282,11 @@ class OfflineProvider:
                 PassTurn.name, {"reason": "agree with the current proposal"}, input_tokens
             )
         options = LINES.get(role, DEFAULT_LINES)
-        text = f"{options[seed % len(options)]} (offline model)"
+        return self._say(options[seed % len(options)], input_tokens, on_text)
+
+    def _say(self, line, input_tokens, on_text):
+        """The agent's line, marked as the offline model's, streamed in small chunks."""
+        text = f"{line} (offline model)"
         words = text.split(" ")
         chunks = [
             " ".join(words[i : i + 4]) + (" " if i + 4 < len(words) else "")

@@ -1,14 +1,29 @@
 """The offline model (`loom-offline`) keeps the cognitive mesh: intents, tactics, the
-PM's word pinned as an anchor and a drift check before a phase completes; and it
+PM's word pinned as an anchor and a drift check before a phase completes; it writes
+a file (the coder), reads it (the reviewer) and consults (the coach, once); and it
 stays deterministic."""
 
 from teams import conversation, pm_requests
-from teams.engine.offline import PM_ANCHOR, OfflineProvider
-from teams.models import Anchor, Message, PMRequest, Team, Turn, TurnStep
+from teams.catalog import OFFLINE_MODEL
+from teams.engine.offline import OFFLINE_FILE, PM_ANCHOR, OfflineProvider
+from teams.management.commands.loom_demo import DEMO_CONSULTANTS
+from teams.models import (
+    Anchor,
+    ConsultantProfile,
+    Consultation,
+    Message,
+    PMRequest,
+    Team,
+    Turn,
+    TurnStep,
+    WorkspaceFile,
+)
 from tests.helpers import drain
 from tools import registry
+from tools.consult import AskMulti
 from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
 from tools.mesh import CheckDrift, DeclareIntent, MapContext, SaveAnchor
+from tools.workspace import FileRead, FileWrite
 
 COACH_SYSTEM = [{"type": "text", "text": "Your name is coach and your role is coach."}]
 CODER_SYSTEM = [{"type": "text", "text": "Your name is coder and your role is coder."}]
@@ -204,3 +219,72 @@ def test_the_coach_pins_the_pms_last_word_unless_an_anchor_holds_it():
 def test_every_mesh_tool_it_calls_exists():
     names = {t.name for t in registry.all_tools()}
     assert {DeclareIntent.name, MapContext.name, SaveAnchor.name, CheckDrift.name} <= names
+
+
+def test_the_coder_writes_a_file_the_reviewer_reads_it_and_the_coach_consults_once(team):
+    for spec in DEMO_CONSULTANTS:  # as loom_demo makes them
+        ConsultantProfile.objects.create(**spec, provider="offline", model=OFFLINE_MODEL)
+    conversation.team_start(team=team)
+    run_until(team, lambda: steps(team, FileRead).exists(), limit=300, answer="HTML only.")
+
+    # The coach asked every consultant once, in the team's second phase, then spoke.
+    (asked,) = steps(team, AskMulti)
+    assert asked.turn.agent.name == "coach" and asked.turn.phase == team.phases[1]
+    assert "2 of 2 consultants answered." in asked.content[0]["content"]
+    answers = Consultation.objects.filter(team=team)
+    assert sorted(a.profile.name for a in answers) == ["architect", "critic"]
+    assert len({a.batch for a in answers}) == 1
+    assert all(a.status == Consultation.Status.DONE and a.turn == asked.turn for a in answers)
+    said = Message.objects.get(turn=asked.turn, kind="chat").content
+    assert "2 of 2 answered" in said and "(offline model)" in said
+
+    # The coder wrote one file in the implementation phase and said so ...
+    (write,) = steps(team, FileWrite)
+    assert write.turn.agent.name == "coder" and write.turn.phase == "implementation"
+    row = WorkspaceFile.objects.get(team=team)
+    assert (row.path, row.agent.name, row.turn, row.writes) == (
+        OFFLINE_FILE,
+        "coder",
+        write.turn,
+        1,
+    )
+    assert Message.objects.get(turn=write.turn, kind="chat").content.startswith(
+        f"I wrote {OFFLINE_FILE} in the workspace"
+    )
+    # ... and the reviewer read it on a later turn, and said so.
+    (read,) = steps(team, FileRead)
+    assert read.turn.agent.name == "reviewer" and read.turn.id > write.turn.id
+    assert "Ship the parser." in read.content[0]["content"]
+    assert Message.objects.get(turn=read.turn, kind="chat").content.startswith(
+        f"I read {OFFLINE_FILE}"
+    )
+
+    # Once each: the rest of the phase writes, reads and consults no more.
+    run_until(
+        team,
+        lambda: Turn.objects.filter(
+            team=team, phase="implementation", outcome="phase_complete"
+        ).exists(),
+        limit=200,
+    )
+    assert steps(team, FileWrite).count() == steps(team, FileRead).count() == 1
+    assert steps(team, AskMulti).count() == 1
+
+
+def test_file_and_consultation_tools_are_called_only_when_offered():
+    model = OfflineProvider()
+    opening = [
+        {
+            "role": "user",
+            "content": "Team goal: Ship it.\nCurrent phase: implementation\n\n"
+            "It is your turn, coder.",
+        },
+        {"role": "assistant", "content": "A line."},
+        {"role": "user", "content": "[reviewer]: Fine.\n\nIt is your turn, coder."},
+    ]
+    offered = model.respond(
+        model="loom-offline", system=CODER_SYSTEM, messages=opening, tools=definitions(FileWrite)
+    )
+    assert [name for name, _ in tool_calls(offered)] == [FileWrite.name]
+    bare = model.respond(model="loom-offline", system=CODER_SYSTEM, messages=opening, tools=[])
+    assert tool_calls(bare) == [] and "(offline model)" in bare.text
