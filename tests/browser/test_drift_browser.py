@@ -3,12 +3,13 @@ answer as an anchor, an agent below 40 is flagged, and the admin shows the score
 what it means and a chart with labelled axes."""
 
 import re
+import time
 
 from django.core.management import call_command
 from playwright.sync_api import expect
 
 from teams import conversation, drift
-from teams.models import Agent, Anchor, Team
+from teams.models import Agent, Anchor, Team, Turn
 from tests.browser.conftest import SCREENSHOTS, log_in
 
 MEANING = re.compile(r"^(on track|some drift|significant drift)$")
@@ -78,11 +79,17 @@ def test_drift_panel_pinned_answer_flag_and_admin_chart(start_site, browser, pm_
     flag = page.locator("#drift-flags .drift-flag")
     expect(flag).to_have_text(re.compile(r"^⚠ coder: significant drift \(\d+\)$"), timeout=30_000)
     expect(coder_item.locator(".drift-meaning")).to_have_text("significant drift")
-    expect(coder_item.locator("dd[data-level=tactic]")).to_have_text("Rewrite it all")
+    # (Not the tactic's text here: the running coder may map a tactic of its own at
+    # any turn. The page as it loads, below, shows the state the test sets.)
     page.locator("button[value=pause]").dispatch_event("click")
     expect(page.locator(".flash")).to_contain_text("Team demo paused.")
 
-    # ... and on the pages as they load.
+    # ... and on the pages as they load (once the turn running at the pause is over,
+    # so nothing changes the coder behind the test's back).
+    deadline = time.monotonic() + 30
+    while Turn.objects.filter(team=team, status="running").exists():
+        assert time.monotonic() < deadline, "a turn still runs 30 s after the pause"
+        time.sleep(0.1)
     Agent.objects.filter(pk=coder.pk).update(**off_course)
     coder.refresh_from_db()
     score = drift.score(coder)
@@ -92,6 +99,7 @@ def test_drift_panel_pinned_answer_flag_and_admin_chart(start_site, browser, pm_
     expect(coder_item).to_have_class(re.compile("drift-flagged"))
     expect(coder_item.locator(".drift-meaning")).to_have_text("significant drift")
     expect(coder_item.locator(".drift-breaks")).to_contain_text("Tactic set without a trajectory.")
+    expect(coder_item.locator("dd[data-level=tactic]")).to_have_text("Rewrite it all")
     coder_item.scroll_into_view_if_needed()
     page.screenshot(path=SCREENSHOTS / "drift-live-view-flagged.png", full_page=True)
     page.goto(f"{site.url}/")
