@@ -70,6 +70,19 @@ class Caller:
                 f"This token acts only as agent {self.token.agent.name!r}, not as {agent.name!r}."
             )
 
+    def require_person(self, doing: str) -> None:
+        """Refuse to a team token what only a person (a session or an account token)
+        may do: tokens must not be able to make more tokens."""
+        if self.user is None:
+            raise PermissionDenied(
+                f"A team token cannot {doing}: use an account token "
+                "(create_api_token --user NAME) or a staff session."
+            )
+
+    def require_superuser(self, doing: str) -> None:
+        if self.user is None or not self.user.is_superuser:
+            raise PermissionDenied(f"Only a superuser may {doing}.")
+
     def require_team_creator(self) -> None:
         if self.user is None:
             raise PermissionDenied(

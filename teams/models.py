@@ -625,6 +625,16 @@ class ProviderKind(models.TextChoices):
 ENV_NAME_PATTERN = r"^[A-Z_][A-Z0-9_]{0,99}$"
 
 
+def validate_key_env(value: str) -> None:
+    """A consultant's key variable names an API key, never one of Loom's own settings
+    (its key would be sent to the consultant's server)."""
+    if value.startswith(("LOOM_", "DJANGO_")) or not value.endswith(("_KEY", "_TOKEN")):
+        raise ValidationError(
+            "Name a variable holding an API key, ending in _KEY or _TOKEN (e.g. "
+            "OPENAI_API_KEY); Loom's own LOOM_ and DJANGO_ variables are refused."
+        )
+
+
 class ConsultantProfile(models.Model):
     """Another model an agent may consult for a second opinion. The key is never
     stored: `key_env` names the environment variable that holds it."""
@@ -644,7 +654,8 @@ class ConsultantProfile(models.Model):
         validators=[
             RegexValidator(
                 ENV_NAME_PATTERN, "The NAME of an environment variable, e.g. OPENAI_API_KEY."
-            )
+            ),
+            validate_key_env,
         ],
         help_text="The name of the environment variable holding the key (never the key).",
     )

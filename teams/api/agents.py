@@ -150,7 +150,9 @@ def agents_context(
     """What the agent would see on its turn: the phase's conversation, the phase
     summaries and its inbox (queries with their IDs, answers, peer messages), newer
     than `after`; poll with the returned `next_after`."""
-    row, member = team_and_agent(caller(request), team, agent)
+    who = caller(request)
+    row, member = team_and_agent(who, team, agent)
+    who.require_agent(member)  # an agent's inbox is its own
     messages, has_more = page_of(history_queryset(member, row).filter(id__gt=after), limit)
     waiting = selectors.agent_open_queries(agent=member)
     return ContextOut(

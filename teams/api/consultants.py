@@ -13,7 +13,7 @@ from teams.api.schemas import (
     ConsultationOut,
     responses,
 )
-from teams.errors import NotFound, PermissionDenied
+from teams.errors import NotFound
 from teams.models import ConsultantProfile, Consultation
 
 router = Router(tags=["consultants"])
@@ -24,9 +24,7 @@ def _out(profile: ConsultantProfile) -> ConsultantOut:
 
 
 def _superuser(request, doing: str) -> None:
-    who = caller(request)
-    if who.user is None or not who.user.is_superuser:
-        raise PermissionDenied(f"Consultants serve every team: only a superuser may {doing}.")
+    caller(request).require_superuser(f"{doing} (consultants serve every team)")
 
 
 @router.get(

@@ -10,6 +10,9 @@ from teams.lifecycle import PM_ACTIONS
 
 router = Router(tags=["teams"])
 
+# The workspace is a folder on the server: only superusers name it (as in the admin).
+WORKSPACE_DOING = "set a team's workspace folder (a folder on the server)"
+
 
 @router.get("/teams", response=responses({200: list[TeamOut]}), operation_id="teams_list")
 def teams_list(request):
@@ -23,6 +26,8 @@ def teams_create(request, payload: TeamIn):
     """Create a team (and its agents); an account token or a staff session only."""
     who = caller(request)
     who.require_team_creator()
+    if payload.workspace:
+        who.require_superuser(WORKSPACE_DOING)
     manager = None if who.user.is_superuser else who.user
     team = services.team_create(**payload.model_dump(), manager=manager)
     return Status(201, TeamOut.of(team))
@@ -42,6 +47,8 @@ def teams_update(request, team: str, payload: TeamPatch):
     row = who.team(team)
     who.require_pm("change the team's settings")
     fields = list(payload.model_dump(exclude_unset=True))
+    if "workspace" in fields:
+        who.require_superuser(WORKSPACE_DOING)
     with transaction.atomic():
         for field in fields:
             setattr(row, field, getattr(payload, field))

@@ -20,6 +20,7 @@ def tokens_list(request, team: str):
     who = caller(request)
     row = who.team(team)
     who.require_pm("list the team's tokens")
+    who.require_person("list the team's tokens")
     return [TokenOut.of(t) for t in row.api_tokens.select_related("agent").order_by("-id")]
 
 
@@ -34,6 +35,7 @@ def tokens_create(request, team: str, payload: TokenIn):
     who = caller(request)
     row = who.team(team)
     who.require_pm("create tokens")
+    who.require_person("create tokens")
     agent = selectors.agent_get(team=row, name=payload.agent) if payload.agent else None
     token, key = services.api_token_create(team=row, agent=agent, label=payload.label)
     return Status(201, TokenCreatedOut(**TokenOut.of(token).model_dump(), key=key))
@@ -49,6 +51,7 @@ def tokens_revoke(request, team: str, token_id: int):
     who = caller(request)
     row = who.team(team)
     who.require_pm("revoke tokens")
+    who.require_person("revoke tokens")
     token = row.api_tokens.filter(pk=token_id).first() if 0 < token_id <= MAX_ID else None
     if token is None:
         raise NotFound(f"Team {row.slug!r} has no token {token_id}.")

@@ -215,7 +215,7 @@ def test_only_superusers_change_consultants(op_id, method, template, furnished, 
         before = state()
         response = call(client, op_id, method, concrete(template, furnished), furnished)
         assert response.status_code == 403, (op_id, response.content)
-        assert "only a superuser may" in response.json()["detail"]
+        assert "Only a superuser may" in response.json()["detail"]
         assert state() == before
 
 

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_superuser_adds_and_changes_consultants(root_api, monkeypatch):
-    monkeypatch.delenv("LOOM_TEST_GPT_KEY", raising=False)
+    monkeypatch.delenv("TEST_GPT_API_KEY", raising=False)
     created = root_api.post(
         "/consultants",
         {
@@ -17,13 +17,13 @@ def test_a_superuser_adds_and_changes_consultants(root_api, monkeypatch):
             "provider": "openai",
             "model": "gpt-4.1-mini",
             "base_url": "https://api.openai.com/v1",
-            "key_env": "LOOM_TEST_GPT_KEY",
+            "key_env": "TEST_GPT_API_KEY",
             "strengths": "breadth",
         },
     )
     assert created.status_code == 201
-    assert created.json()["key_status"] == "the key variable LOOM_TEST_GPT_KEY is not set"
-    monkeypatch.setenv("LOOM_TEST_GPT_KEY", "sk-x")
+    assert created.json()["key_status"] == "the key variable TEST_GPT_API_KEY is not set"
+    monkeypatch.setenv("TEST_GPT_API_KEY", "sk-x")
     listed = root_api.get("/consultants").json()
     assert [(c["name"], c["key_status"]) for c in listed] == [("gpt", "ready")]
     assert "sk-x" not in str(listed)
@@ -35,6 +35,12 @@ def test_a_superuser_adds_and_changes_consultants(root_api, monkeypatch):
     assert duplicate.status_code == 409 and state() == before
     bad = root_api.post("/consultants", {"name": "x", "model": "m", "key_env": "sk-live-123"})
     assert bad.status_code == 422 and state() == before  # a key, not a variable name
+    # Loom's own settings are never a consultant's key (it would be sent to its server).
+    secret = root_api.post(
+        "/consultants", {"name": "x", "model": "m", "key_env": "LOOM_SECRET_KEY"}
+    )
+    assert secret.status_code == 422 and "LOOM_ and DJANGO_" in str(secret.json())
+    assert state() == before
     assert root_api.patch("/consultants/nobody", {"enabled": True}).status_code == 404
 
 

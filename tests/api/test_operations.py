@@ -407,6 +407,26 @@ def test_a_tool_the_agent_may_not_use_or_bad_arguments_change_nothing(api, agent
 # --- programs as agents --------------------------------------------------------
 
 
+def test_an_agents_token_reads_only_its_own_context(coder_api, agents):
+    assert coder_api.get("/teams/alpha/agents/coder/context").status_code == 200
+    refused = coder_api.get("/teams/alpha/agents/reviewer/context")
+    assert refused.status_code == 403
+    assert refused.json() == {"detail": "This token acts only as agent 'coder', not as 'reviewer'."}
+
+
+def test_only_superusers_name_a_workspace_folder(api, root_api, pm, team):
+    from django.contrib.auth.models import Permission
+
+    before = state()
+    detail = refused(api.patch("/teams/alpha", {"workspace": "/etc"}), 403, state_before=before)
+    assert detail.startswith("Only a superuser may set a team's workspace folder")
+    pm.user_permissions.add(Permission.objects.get(codename="add_team"))
+    pm_api = ApiClient(api_token(user=pm))
+    before = state()
+    refused(pm_api.post("/teams", {"slug": "gamma", "workspace": "/etc"}), 403, state_before=before)
+    assert root_api.patch("/teams/alpha", {"workspace": "/srv/alpha"}).status_code == 200
+
+
 def test_an_external_agent_reads_its_context_and_speaks(api, team, agents):
     api.post("/teams/alpha/agents", {"name": "bot", "role": "external"})
     asked = api.post(
@@ -442,7 +462,11 @@ def test_an_external_agent_reads_its_context_and_speaks(api, team, agents):
 # --- tokens and documents ------------------------------------------------------
 
 
-def test_tokens_listed_created_and_revoked(api, agents):
+def test_tokens_listed_created_and_revoked(api, root_api, agents):
+    before = state()
+    detail = refused(api.post("/teams/alpha/tokens", {"label": "more"}), 403, state_before=before)
+    assert detail.startswith("A team token cannot create tokens")  # a leaked one breeds none
+    api = root_api  # a person's account token
     created = api.post("/teams/alpha/tokens", {"label": "bot", "agent": "coder"})
     assert created.status_code == 201
     token = created.json()

@@ -112,7 +112,7 @@ def claude_profile(url, name="critic", strengths="correctness, logic, edge cases
         provider="anthropic",
         model="claude-haiku-4-5",
         base_url=url,
-        key_env="LOOM_TEST_CLAUDE_KEY",
+        key_env="TEST_CLAUDE_API_KEY",
         strengths=strengths,
     )
 
@@ -123,15 +123,15 @@ def gpt_profile(url, name="architect", strengths="architecture, patterns, scalab
         provider="openai",
         model="gpt-4.1-mini",
         base_url=url,
-        key_env="LOOM_TEST_OPENAI_KEY",
+        key_env="TEST_OPENAI_API_KEY",
         strengths=strengths,
     )
 
 
 @pytest.fixture(autouse=True)
 def keys(monkeypatch):
-    monkeypatch.setenv("LOOM_TEST_CLAUDE_KEY", "sk-ant-test")
-    monkeypatch.setenv("LOOM_TEST_OPENAI_KEY", "sk-openai-test")
+    monkeypatch.setenv("TEST_CLAUDE_API_KEY", "sk-ant-test")
+    monkeypatch.setenv("TEST_OPENAI_API_KEY", "sk-openai-test")
 
 
 def call(ctx, name, **arguments):
@@ -200,10 +200,10 @@ def test_ask_peer_on_an_openai_compatible_server_uses_a_strict_schema(ctx_for, o
 def test_a_missing_key_is_said_and_nothing_is_sent(ctx_for, openai_fake, monkeypatch):
     server = openai_fake([Completion(json.dumps(peer_output()))])
     gpt_profile(server.url)
-    monkeypatch.delenv("LOOM_TEST_OPENAI_KEY")
+    monkeypatch.delenv("TEST_OPENAI_API_KEY")
     result = call(ctx_for("coder"), "ask_peer", peer="architect", prompt="Layering?")
     assert "Error: Consultant architect cannot be asked: the key variable "
-    assert "LOOM_TEST_OPENAI_KEY is not set" in result.text
+    assert "TEST_OPENAI_API_KEY is not set" in result.text
     assert server.requests == []
     assert Consultation.objects.get().status == "failed"
 
