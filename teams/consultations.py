@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from teams.catalog import Usage, cost_of
 from teams.errors import Conflict, InvalidInput, LoomError, NotFound, integrity_as, validated
 from teams.models import Agent, ConsultantProfile, Consultation, Team, Turn
-from teams.services import text_check
+from teams.services import text_check, without_nul
 from teams.usage import team_add_usage, turn_add_usage
 
 TASK_TYPES = ("plan", "debug", "explain", "question", "fix", "explore", "general")
@@ -249,12 +249,12 @@ def consultation_open(
         turn=turn,
         profile=profile,
         batch=batch or uuid.uuid4(),
-        prompt=request.prompt,
+        prompt=without_nul(request.prompt),
         task_type=request.task_type,
-        relevant_files=request.relevant_files,
+        relevant_files=without_nul(request.relevant_files),
         focus_areas=request.focus_areas,
-        context=request.context,
-        custom_prompt=request.custom_prompt,
+        context=without_nul(request.context),
+        custom_prompt=without_nul(request.custom_prompt),
         model=profile.model,
     )
 
@@ -273,14 +273,14 @@ def consultation_close(
     """Store the outcome; its usage and cost count on the turn (or the team)."""
     cost = cost_of(model, usage)
     consultation.status = Consultation.Status.DONE if output else Consultation.Status.FAILED
-    consultation.output = output.model_dump(mode="json") if output else None
-    consultation.flagged_files = dropped or []
+    consultation.output = without_nul(output.model_dump(mode="json")) if output else None
+    consultation.flagged_files = without_nul(dropped or [])
     consultation.model = model
     consultation.input_tokens = usage.input_tokens + usage.cache_read_tokens
     consultation.output_tokens = usage.output_tokens
     consultation.cost_usd = cost
     consultation.duration_seconds = round(seconds, 3)
-    consultation.error = error.replace("\x00", "")
+    consultation.error = without_nul(error)
     consultation.save()
     if consultation.turn_id:
         turn_add_usage(turn=consultation.turn, model=model, usage=usage, is_turn_model=False)

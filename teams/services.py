@@ -48,6 +48,18 @@ def text_check(value: str, *, field: str) -> None:
         raise InvalidInput(f"The {field} may not contain NUL characters.", field=field)
 
 
+def without_nul(value):
+    """Text or JSON minus NUL characters, which PostgreSQL text and jsonb refuse: a
+    model's or an agent's stray one must not fail the row that carries it."""
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, list):
+        return [without_nul(v) for v in value]
+    if isinstance(value, dict):
+        return {k: without_nul(v) for k, v in value.items()}
+    return value
+
+
 def human_text_check(value: str, *, field: str) -> None:
     """Refuse what a person may not submit: NUL characters, or more than
     HUMAN_TEXT_LIMIT characters (nothing is stored then)."""

@@ -19,6 +19,7 @@ from teams.catalog import CLAUDE_PREFIX, OFFLINE_MODEL, Usage, family_of
 from teams.engine.offline import OfflineProvider
 from teams.engine.reply import DEFAULT_MAX_TOKENS, ModelReply, Provider
 from teams.errors import ModelError
+from teams.services import without_nul
 
 log = logging.getLogger("loom.model")
 
@@ -83,18 +84,6 @@ def _block_dict(block) -> dict:
     else:
         data = block.model_dump(mode="json", exclude_none=True)
     return without_nul(data)
-
-
-def without_nul(value):
-    """Model output minus NUL characters, which PostgreSQL text and jsonb refuse:
-    a stray one must not fail the turn that carries it."""
-    if isinstance(value, str):
-        return value.replace("\x00", "")
-    if isinstance(value, list):
-        return [without_nul(v) for v in value]
-    if isinstance(value, dict):
-        return {k: without_nul(v) for k, v in value.items()}
-    return value
 
 
 _client_lock = threading.Lock()
