@@ -296,3 +296,19 @@ def test_a_bad_pin_key_says_why_and_changes_nothing(manager, team):
     manager.post(f"/pm/{request.id}/answer/", {"answer": "HTML only.", "pin_as": ""})
     request.refresh_from_db()
     assert request.status == PMRequest.Status.ANSWERED and not Anchor.objects.exists()
+
+
+def test_pages_say_loom_and_have_an_icon(client, manager, team, agents):
+    """Issue 13: the login page said "Django administration", /favicon.ico was a 404,
+    and a chip read "coach coach" when an agent's name was its role."""
+    login = client.get("/admin/login/").content.decode()
+    assert "Loom administration" in login and "Django administration" not in login
+    from django.contrib.staticfiles import finders
+
+    icon = client.get("/favicon.ico")  # the site's static handler serves the target
+    assert icon.status_code == 301 and icon["Location"] == "/static/teams/favicon.svg"
+    assert "<svg" in open(finders.find("teams/favicon.svg")).read()
+    page = manager.get(f"/teams/{team.slug}/").content.decode()
+    assert 'href="/static/teams/favicon.svg"' in page
+    assert '<span class="agent">coach</span>' in page  # named after its role: once
+    assert '<span class="agent">coder</span>' in page
