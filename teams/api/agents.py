@@ -1,7 +1,6 @@
 """Agents: the roster, each agent's drift, and what a program driving an external
 agent needs (its context, and posting as it)."""
 
-from django.db import transaction
 from ninja import Query, Router, Status
 
 from teams import selectors, services
@@ -192,6 +191,5 @@ def agents_post_message(request, team: str, agent: str, payload: MessageIn):
     who = caller(request)
     _, member = team_and_agent(who, team, agent)
     who.require_agent(member)
-    with transaction.atomic():
-        message = services.agent_message_post(agent=member, content=payload.content)
+    message = services.agent_message_post(agent=member, content=payload.content)
     return Status(201, MessageOut.of(message))

@@ -1,6 +1,5 @@
 """Teams: list, create, read, change, and the PM's start / pause / resume."""
 
-from django.db import transaction
 from ninja import Router, Status
 
 from teams import conversation, services
@@ -49,10 +48,9 @@ def teams_update(request, team: str, payload: TeamPatch):
     fields = list(payload.model_dump(exclude_unset=True))
     if "workspace" in fields:
         who.require_superuser(WORKSPACE_DOING)
-    with transaction.atomic():
-        for field in fields:
-            setattr(row, field, getattr(payload, field))
-        services.team_update(team=row, fields=fields)
+    for field in fields:
+        setattr(row, field, getattr(payload, field))
+    services.team_update(team=row, fields=fields)
     row.refresh_from_db()
     return TeamOut.of(row)
 

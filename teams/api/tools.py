@@ -2,9 +2,6 @@
 request body is the tool's own parameter model (the same schema the model gets as
 its input_schema). Adding a tool to tools/ adds its endpoint here, with no code."""
 
-from contextlib import nullcontext
-
-from django.db import transaction
 from ninja import Body, Router
 
 from teams.access import Caller
@@ -44,9 +41,8 @@ def run_tool(who: Caller, tool: type[Tool], team: str, agent: str, params) -> To
     if reason:
         raise PermissionDenied(reason)
     ctx = tool_context(team=row, agent=member, messages=history_messages(member, row))
-    # Tools that call a model hold no transaction open meanwhile (as in a turn).
-    with nullcontext() if tool.calls_model else transaction.atomic():
-        result = registry.execute(tool.name, params.model_dump(), ctx)
+    # The registry runs the tool in its own transaction (none across a model call).
+    result = registry.execute(tool.name, params.model_dump(), ctx)
     end = result.ends_turn
     return ToolCallOut(
         result=result.text,
