@@ -11,7 +11,7 @@ REDIS_URL ?= redis://127.0.0.1:6379/0
 # database) ran in the first, and Schemathesis repeats its seed with fewer cases.
 PG_RUN = LOOM_SCHEMATHESIS_EXAMPLES=10 $(PY) -m pytest --ignore=tests/browser
 
-.PHONY: install dev run test lint bench clean
+.PHONY: install dev run test lint bench clean screenshots
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,12 @@ test: lint
 	else \
 		echo "== NOTICE: no PostgreSQL at $(PG_URL): the PostgreSQL run was skipped"; \
 	fi
+
+# The README's screenshots, as the browser tests last took them (run `make test` first).
+README_SHOTS = live-budget-warning live-jump-to-latest team-list-live done-team-post-refused inbox admin-turns
+screenshots:
+	mkdir -p docs/screenshots
+	for shot in $(README_SHOTS); do cp test-output/screenshots/$$shot.png docs/screenshots/; done
 
 clean:
 	rm -rf $(VENV) data test-output

@@ -7,7 +7,12 @@ ratio, the whole-turn median for reference, the process's peak memory, and the S
 statements per turn (a figure a noisy machine cannot move).
 Targets: median under 10 ms on SQLite; last 100 no more than 1.2x the first 100.
 
-Run: .venv/bin/python bench/turn_overhead.py [--turns 1000]
+With --single-phase the team has one phase, so the history every prompt is built
+from grows for all the turns, and the model is a replay model that answers every
+turn at once with one short line (no tools): the setting of the peer,
+bench/peers/langgraph_turns.py (run it in the same sitting and compare).
+
+Run: .venv/bin/python bench/turn_overhead.py [--turns 1000] [--single-phase]
 (uses a fresh SQLite database in a temporary folder unless LOOM_DATABASE_URL is set)
 """
 
@@ -27,12 +32,18 @@ sys.path.insert(0, str(ROOT))
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument(
+        "--single-phase",
+        action="store_true",
+        help="one phase (the history grows every turn) and a replay model",
+    )
     args = parser.parse_args()
 
     os.environ.setdefault("LOOM_DATA_DIR", tempfile.mkdtemp(prefix="loom-bench-"))
     os.environ["LOOM_OFFLINE_DELAY"] = "0"
     # As in production: DEBUG on would also record every SQL query in memory.
     os.environ.setdefault("LOOM_DEBUG", "0")
+    os.environ.setdefault("LOOM_SECRET_KEY", "bench-only-" + os.urandom(16).hex())
     os.environ.pop("ANTHROPIC_API_KEY", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loomsite.settings")
     import django
@@ -48,7 +59,7 @@ def main():
     from teams.models import Team, Turn
 
     model_seconds = [0.0]
-    respond = OfflineModel.respond
+    respond = _replay if args.single_phase else OfflineModel.respond
 
     def timed_respond(self, **kwargs):
         start = time.perf_counter()
@@ -62,7 +73,7 @@ def main():
     team = services.team_create(
         slug=f"bench-{int(time.time())}",
         goal="Benchmark the orchestration.",
-        phases=[f"phase-{i}" for i in range(1000)],
+        phases=["work"] if args.single_phase else [f"phase-{i}" for i in range(1000)],
         max_turns=args.turns,
         agents=[
             {"name": "coach", "role": "coach"},
@@ -109,6 +120,8 @@ def main():
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     from django.conf import settings
 
+    mode = "single phase, replay model" if args.single_phase else "a phase per turn, offline model"
+    print(f"mode: {mode}")
     print(f"DEBUG: {settings.DEBUG} (set LOOM_DEBUG to change)")
     print(f"database: {connection.vendor}; turns run: {len(durations)}; outcomes: {outcomes}")
     print(f"SQL statements per turn: {statements[0] / len(durations):.1f}")
@@ -128,6 +141,27 @@ def main():
         "machine speed, sum(range(10**6)) before each 100 turns (ms):",
         " ".join(f"{c:.1f}" for c in calibration),
         "(a steady machine repeats one figure; scatter here means scatter above)",
+    )
+
+
+def _replay(self, *, model, system, messages, tools, max_tokens=0, on_text=None):
+    """The replay model: one short line per turn, at once (no tools)."""
+    from teams.catalog import OFFLINE_MODEL, Usage
+    from teams.engine.offline import IDENTITY
+    from teams.engine.reply import ModelReply
+
+    match = IDENTITY.search("\n".join(b["text"] for b in system))
+    name = match["name"] if match else "agent"
+    line = f"{name}: noted, carrying on with item {len(messages)}."
+    if on_text:
+        on_text(line)
+    return ModelReply(
+        content=[{"type": "text", "text": line}],
+        stop_reason="end_turn",
+        model=OFFLINE_MODEL,
+        usage=Usage(
+            input_tokens=sum(len(str(m["content"])) for m in messages) // 4, output_tokens=12
+        ),
     )
 
 

@@ -268,6 +268,36 @@ class LoomEnv(BaseSettings):
         pattern=r"^[1-9][0-9]{0,6}/(s|sec|m|min|h|hour|d|day)$",
         validation_alias="LOOM_API_RATE",
     )
+    # Webhook deliveries: seconds an attempt may take, the first retry's delay (doubled
+    # on each retry, at most an hour) and the attempts before a delivery fails.
+    webhook_timeout: Annotated[float, EmptyIsUnset] = Field(
+        5.0, ge=0.1, le=60, validation_alias="LOOM_WEBHOOK_TIMEOUT"
+    )
+    webhook_backoff: Annotated[float, EmptyIsUnset] = Field(
+        10.0, ge=1, le=3600, validation_alias="LOOM_WEBHOOK_BACKOFF"
+    )
+    webhook_max_attempts: Annotated[int, EmptyIsUnset] = Field(
+        8, ge=1, le=30, validation_alias="LOOM_WEBHOOK_MAX_ATTEMPTS"
+    )
+    # Turn leases: a running turn's lease lasts this many seconds and its worker renews
+    # it every quarter of that (a heartbeat), so a dead worker's turn is re-queued by the
+    # sweeper within about a lease while a slow model call keeps its turn.
+    # Turns a worker process runs at once, each in its own thread: they mostly wait on
+    # the model, so this (not the CPU count) bounds a worker's share of the teams.
+    worker_threads: Annotated[int, EmptyIsUnset] = Field(
+        32, ge=1, le=512, validation_alias="LOOM_WORKER_THREADS"
+    )
+    turn_lease: Annotated[float, EmptyIsUnset] = Field(
+        20.0, ge=1, le=3600, validation_alias="LOOM_TURN_LEASE"
+    )
+    # Seconds a model call may take (each attempt; the client retries 429/5xx itself).
+    model_timeout: Annotated[float, EmptyIsUnset] = Field(
+        120.0, ge=1, le=3600, validation_alias="LOOM_MODEL_TIMEOUT"
+    )
+    # /healthz answers 503 once the oldest queued turn has waited this many seconds.
+    health_max_queue_age: Annotated[float, EmptyIsUnset] = Field(
+        60.0, ge=1, le=86_400, validation_alias="LOOM_HEALTH_MAX_QUEUE_AGE"
+    )
     # None: the application picks the default model when it calls one.
     model: Annotated[str | None, EmptyIsUnset, AfterValidator(_model_id)] = Field(
         None, validation_alias="LOOM_MODEL"

@@ -55,11 +55,12 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Before channels: its `runworker` is teams' (heartbeat, survives a Redis restart).
+    "teams",
     "channels",
     "csp",
     "axes",
     "ninja",  # the API docs' own static files (no CDN)
-    "teams",
 ]
 
 MIDDLEWARE = [
@@ -132,6 +133,18 @@ ANTHROPIC_API_KEY = loom_env.anthropic_api_key
 ANTHROPIC_BASE_URL = loom_env.anthropic_base_url
 # None when unset: the application picks Claude's default or the offline model per call.
 LOOM_MODEL = loom_env.model
+# Webhook deliveries (teams.engine.deliveries): timeout per attempt (seconds), the first
+# retry's delay (seconds, doubled per retry, at most an hour), attempts before failing.
+LOOM_WEBHOOK_TIMEOUT = loom_env.webhook_timeout
+LOOM_WEBHOOK_BACKOFF = loom_env.webhook_backoff
+LOOM_WEBHOOK_MAX_ATTEMPTS = loom_env.webhook_max_attempts
+# Turn leases and health (teams.turns, teams.health): a running turn's lease in seconds
+# (renewed by its worker's heartbeat every quarter lease), a model call's timeout, and
+# the age of the oldest queued turn at which /healthz answers 503.
+LOOM_TURN_LEASE = loom_env.turn_lease
+LOOM_WORKER_THREADS = loom_env.worker_threads
+LOOM_MODEL_TIMEOUT = loom_env.model_timeout
+LOOM_HEALTH_MAX_QUEUE_AGE = loom_env.health_max_queue_age
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": f"django.contrib.auth.password_validation.{name}"}
@@ -146,6 +159,8 @@ LOGIN_URL = "/admin/login/"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+# Times with seconds (loomsite/formats/en/formats.py), ahead of the locale's.
+FORMAT_MODULE_PATH = ["loomsite.formats"]
 USE_I18N = True
 USE_TZ = True
 

@@ -3,6 +3,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from loomsite.health import healthz
 from teams.api.site import api
 
 # The admin and its login page say Loom, not "Django administration".
@@ -13,6 +14,7 @@ admin.site.index_title = "Teams, agents and everything they did"
 urlpatterns = [
     # Browsers ask every page's /favicon.ico; the admin's pages have no icon link.
     path("favicon.ico", RedirectView.as_view(url=static("teams/favicon.svg"), permanent=True)),
+    path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("", include("teams.urls")),

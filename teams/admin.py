@@ -1,14 +1,18 @@
+import json
+
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import get_fields_from_path
 from django.db.models import Q
+from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from teams import charts, consultations, conversation, pm_requests, selectors, services
+from teams import charts, cloning, consultations, conversation, pm_requests, selectors, services
 from teams.errors import LoomError
 from teams.lifecycle import TeamAction
 from teams.models import (
@@ -21,14 +25,25 @@ from teams.models import (
     Keeper,
     KeeperEntry,
     Message,
+    ModelPrice,
     PMRequest,
     Query,
     Team,
     Turn,
     TurnStep,
+    Webhook,
+    WebhookDelivery,
+    WebhookEvent,
     WorkspaceFile,
 )
 from teams.views import agent_drift
+from teams.webhooks import (
+    WEBHOOK_SETTINGS,
+    delivery_retry,
+    webhook_create,
+    webhook_delete,
+    webhook_update,
+)
 from teams.workspace import file_read as workspace_file_read
 from tools.mesh import drift_report
 
@@ -54,6 +69,8 @@ TEAM_PATHS = {
     Consultation: "team",
     ApiToken: "team",
     WorkspaceFile: "team",
+    Webhook: "team",
+    WebhookDelivery: "webhook__team",
 }
 
 # The "PM" group (made by `manage.py loom_demo`): what the console is for, per the
@@ -82,6 +99,11 @@ PM_PERMISSIONS = (
     "change_apitoken",
     "view_consultation",
     "view_workspacefile",
+    "view_webhook",
+    "add_webhook",
+    "change_webhook",
+    "delete_webhook",
+    "view_webhookdelivery",
 )
 
 
@@ -212,14 +234,14 @@ def anchor_save_from(request, anchor: Anchor) -> Anchor:
 
 @admin.register(Team)
 class TeamAdmin(TeamScopedAdmin):
+    # Few, narrow columns: the list fits a laptop's screen beside the admin's sidebar.
     list_display = (
         "slug",
         "name",
         "status",
         "phase_name",
-        "turn_count",
-        "max_turns",
-        "spent_usd",
+        "turns_of_budget",
+        "cost_of_budget",
         "live_link",
         "updated_at",
     )
@@ -237,10 +259,13 @@ class TeamAdmin(TeamScopedAdmin):
         "usage_totals",
         "created_at",
         "updated_at",
+        "where_the_money_goes",
+        "tokens_by_agent",
     )
     fieldsets = (
         (None, {"fields": ("slug", "name", "goal", "plan", "phases", "workspace", "managers")}),
         ("Budgets", {"fields": ("max_turns", "max_cost_usd")}),
+        ("Where the money goes", {"fields": ("where_the_money_goes", "tokens_by_agent")}),
         (
             "Live state",
             {
@@ -280,7 +305,7 @@ class TeamAdmin(TeamScopedAdmin):
 
     filter_horizontal = ("managers",)
     inlines = (AgentInline, AnchorInline)
-    actions = ("start_teams", "pause_teams", "resume_teams")
+    actions = ("start_teams", "pause_teams", "resume_teams", "run_again")
 
     def save_model(self, request, obj, form, change):
         if not change:
@@ -313,30 +338,80 @@ class TeamAdmin(TeamScopedAdmin):
         for row in formset.deleted_objects:
             delete_row(request, row)
 
-    def _run(self, request, queryset, action: TeamAction, verb: str):
+    def _run(self, request, queryset, action: TeamAction):
+        # Each team's own message, saying what really happened to it.
         for team in queryset:
             try:
-                conversation.PM_ACTION_SERVICES[action](team=team)
+                report = conversation.team_pm_action(team=team, action=action)
             except LoomError as exc:
-                self.message_user(request, f"{team.slug}: {exc.message}", messages.ERROR)
+                self.message_user(request, exc.message, messages.ERROR)
             else:
-                self.message_user(request, f"{team.slug}: {verb}.", messages.SUCCESS)
+                level = messages.WARNING if report.stopped else messages.SUCCESS
+                self.message_user(request, report.text, level)
 
     @admin.action(description="Start the selected teams")
     def start_teams(self, request, queryset):
-        self._run(request, queryset, TeamAction.START, "started")
+        self._run(request, queryset, TeamAction.START)
 
     @admin.action(description="Pause the selected teams")
     def pause_teams(self, request, queryset):
-        self._run(request, queryset, TeamAction.PAUSE, "paused")
+        self._run(request, queryset, TeamAction.PAUSE)
 
     @admin.action(description="Resume the selected teams")
     def resume_teams(self, request, queryset):
-        self._run(request, queryset, TeamAction.RESUME, "resumed")
+        self._run(request, queryset, TeamAction.RESUME)
+
+    @admin.action(description="Run again (make a fresh copy)", permissions=["change"])
+    def run_again(self, request, queryset):
+        """A fresh idle copy of each selected team (see teams.cloning), linked."""
+        for team in queryset:
+            try:
+                clone = cloning.team_clone(
+                    team=team, slug=cloning.next_free_slug(team.slug), user=request.user
+                )
+            except LoomError as exc:
+                self.message_user(request, f"{team.slug}: {exc.message}", messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                format_html(
+                    '{} <a href="{}">Watch it live</a> or <a href="{}">edit it</a>; start it '
+                    "when ready.",
+                    cloning.made_message(team=clone, source=team),
+                    reverse("team-live", args=[clone.slug]),
+                    reverse("admin:teams_team_change", args=[clone.pk]),
+                ),
+                messages.SUCCESS,
+            )
 
     @admin.display(description="phase")
     def phase_name(self, obj):
         return obj.phase
+
+    @admin.display(description="turns", ordering="turn_count")
+    def turns_of_budget(self, obj):
+        return f"{obj.turn_count} / {obj.max_turns}"
+
+    @admin.display(description="cost", ordering="spent_usd")
+    def cost_of_budget(self, obj):
+        return f"${obj.spent_usd:.4f} / ${obj.max_cost_usd:.2f}"
+
+    @admin.display(description="input tokens per turn, by agent (the last 120 turns)")
+    def tokens_by_agent(self, obj):
+        if obj.pk is None:
+            return "—"
+        recent = (
+            obj.turn_set.filter(status__in=["done", "failed"], purpose="conversation")
+            .select_related("agent")
+            .order_by("-id")[:120]
+        )
+        return charts.tokens_by_agent(recent)
+
+    @admin.display(description="where the money goes")
+    def where_the_money_goes(self, obj):
+        if obj.pk is None:
+            return "—"
+        return money_block(selectors.team_spend(team=obj))
 
     @admin.display(description="tokens and cost")
     def usage_totals(self, obj):
@@ -348,6 +423,77 @@ class TeamAdmin(TeamScopedAdmin):
             f"cache write {t['cache_creation_tokens']:,} · cache read {t['cache_read_tokens']:,}"
             f" · ${t['cost_usd']:.4f}"
         )
+
+
+def money_block(spend: dict):
+    """The team's spend (selectors.team_spend) as small read-only tables."""
+
+    def table(title, rows, columns):
+        head = format_html_join("", "<th>{}</th>", ((label,) for label, _ in columns))
+        body = format_html_join(
+            "",
+            "<tr>{}</tr>",
+            (
+                (format_html_join("", "<td>{}</td>", ((shown(row),) for _, shown in columns)),)
+                for row in rows
+            ),
+        )
+        return format_html(
+            "<h4>{}</h4><table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>",
+            title,
+            head,
+            body,
+        )
+
+    def tokens(row):
+        return f"{row['input_tokens']:,} in · {row['output_tokens']:,} out"
+
+    def cache(row):
+        return f"{row['cache_read_tokens']:,} read · {row['cache_creation_tokens']:,} written"
+
+    def usd(row):
+        return f"${row['cost_usd']:.4f}"
+
+    usage = [("tokens", tokens), ("cache", cache), ("cost", usd)]
+    unknown = format_html_join(
+        "",
+        '<p class="errornote">⚠ unknown price: {} (counted as free)</p>',
+        ((model,) for model in spend["unknown_prices"]),
+    )
+    return format_html(
+        "{}{}{}{}{}",
+        unknown,
+        table(
+            "Per agent",
+            spend["agents"],
+            [("agent", lambda r: r["agent"]), ("turns", lambda r: r["turns"]), *usage],
+        ),
+        table(
+            "Per phase",
+            spend["phases"],
+            [("phase", lambda r: r["phase"] or "—"), ("turns", lambda r: r["turns"]), *usage],
+        ),
+        table(
+            "Per tool (model calls besides the turns' own; included above)",
+            spend["tools"],
+            [
+                ("tool", lambda r: r["tool"]),
+                ("calls", lambda r: r["calls"]),
+                ("tokens", tokens),
+                ("cost", usd),
+            ],
+        ),
+        table(
+            "What the mechanisms cut (estimates)",
+            spend["cuts"],
+            [
+                ("mechanism", lambda r: r["mechanism"]),
+                ("count", lambda r: f"{r['count']:,}"),
+                ("tokens kept out", lambda r: f"{r['tokens']:,}"),
+                ("saved", lambda r: f"${r['usd']:.4f}"),
+            ],
+        ),
+    )
 
 
 def save_changed_fields(form) -> None:
@@ -386,6 +532,7 @@ class AgentAdmin(TeamScopedAdmin):
         ("Hierarchy", {"fields": ("trajectory", "tactic", "action")}),
         ("Drift", {"fields": ("drift_summary", "usage_chart", "drift_report")}),
         ("Context", {"fields": ("team_anchors", "recent_messages", "context_budget_tokens")}),
+        ("Budget", {"fields": ("max_cost_usd",)}),
         (
             "Metrics",
             {
@@ -492,23 +639,69 @@ class TurnStepInline(HistoryInline):
 
 @admin.register(Turn)
 class TurnAdmin(TeamScopedAdmin):
+    # Narrow columns so the list fits a laptop's screen beside the sidebar and filters.
     list_display = (
-        "id",
+        "turn",
         "team",
-        "agent",
-        "number",
-        "status",
-        "outcome",
-        "input_tokens",
-        "output_tokens",
-        "cost_usd",
-        "queued_at",
+        "agent_name",
+        "status_outcome",
+        "tokens",
+        "cost",
+        "duration",
+        "started_at",
     )
+    list_display_links = ("turn",)
     list_filter = ("status", "outcome", "purpose", "team")
     search_fields = ("agent__name", "team__slug", "error")
     list_select_related = ("team", "agent")
-    readonly_fields = tuple(f.name for f in Turn._meta.fields)
+    readonly_fields = (*(f.name for f in Turn._meta.fields), "duration")
     inlines = (TurnStepInline,)
+
+    def changelist_view(self, request, extra_context=None):
+        teams = selectors.teams_visible_to(user=request.user)
+        for model in selectors.models_without_price(teams=teams):
+            self.message_user(
+                request,
+                f"⚠ unknown price: {model} (its calls were counted as free; add it under "
+                "Model prices)",
+                messages.WARNING,
+            )
+        return super().changelist_view(request, extra_context)
+
+    @admin.display(description="turn", ordering="id")
+    def turn(self, obj):
+        inbox = "" if obj.purpose == Turn.Purpose.CONVERSATION else " inbox"
+        return f"#{obj.number}{inbox}"
+
+    @admin.display(description="agent", ordering="agent__name")
+    def agent_name(self, obj):
+        return obj.agent.name
+
+    @admin.display(description="status", ordering="status")
+    def status_outcome(self, obj):
+        label = obj.get_status_display()
+        return f"{label}: {obj.get_outcome_display().lower()}" if obj.outcome else label
+
+    @admin.display(description="tokens in / out")
+    def tokens(self, obj):
+        return format_html(
+            '<span title="{} input, {} read from cache, {} written to cache">{} / {}</span>',
+            f"{obj.input_tokens:,}",
+            f"{obj.cache_read_tokens:,}",
+            f"{obj.cache_creation_tokens:,}",
+            f"{obj.input_tokens + obj.cache_read_tokens + obj.cache_creation_tokens:,}",
+            f"{obj.output_tokens:,}",
+        )
+
+    @admin.display(description="cost", ordering="cost_usd")
+    def cost(self, obj):
+        return f"${obj.cost_usd:.4f}"
+
+    @admin.display(description="duration")
+    def duration(self, obj):
+        if obj.started_at and obj.finished_at:
+            return f"{(obj.finished_at - obj.started_at).total_seconds():.1f} s"
+        return "—"
 
     def has_add_permission(self, request):
         return False
@@ -698,8 +891,28 @@ class PMRequestAdmin(TeamScopedAdmin):
         obj.refresh_from_db()
 
 
+class SuperuserOnlyAdmin(admin.ModelAdmin):
+    """Site-wide settings (consultants, prices): superusers only, whatever the
+    permissions a staff account was given."""
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return self.has_module_permission(request)
+
+    def has_add_permission(self, request):
+        return self.has_module_permission(request)
+
+    def has_change_permission(self, request, obj=None):
+        return self.has_module_permission(request)
+
+    def has_delete_permission(self, request, obj=None):
+        return self.has_module_permission(request)
+
+
 @admin.register(ConsultantProfile)
-class ConsultantProfileAdmin(admin.ModelAdmin):
+class ConsultantProfileAdmin(SuperuserOnlyAdmin):
     """Profiles belong to no team and serve every team: superusers only."""
 
     list_display = ("name", "provider", "model", "key_status", "enabled")
@@ -726,20 +939,23 @@ class ConsultantProfileAdmin(admin.ModelAdmin):
         problem = consultations.key_problem(obj)
         return f"⚠ cannot be asked: {problem}" if problem else "ready"
 
-    def has_module_permission(self, request):
-        return request.user.is_active and request.user.is_superuser
 
-    def has_view_permission(self, request, obj=None):
-        return request.user.is_active and request.user.is_superuser
+@admin.register(ModelPrice)
+class ModelPriceAdmin(SuperuserOnlyAdmin):
+    """What each model's tokens cost (teams.catalog.cost_of): superusers only."""
 
-    def has_add_permission(self, request):
-        return request.user.is_active and request.user.is_superuser
+    list_display = ("model", "input_usd", "output_usd", "cache_write_usd", "cache_read_usd")
+    search_fields = ("model",)
+    fields = ("model", "input_usd", "output_usd", "cache_write_usd", "cache_read_usd")
 
-    def has_change_permission(self, request, obj=None):
-        return request.user.is_active and request.user.is_superuser
-
-    def has_delete_permission(self, request, obj=None):
-        return request.user.is_active and request.user.is_superuser
+    def changelist_view(self, request, extra_context=None):
+        for model in selectors.models_without_price():
+            self.message_user(
+                request,
+                f"⚠ unknown price: {model} (its calls were counted as free)",
+                messages.WARNING,
+            )
+        return super().changelist_view(request, extra_context)
 
 
 @admin.register(Consultation)
@@ -899,3 +1115,198 @@ class ApiTokenAdmin(TeamScopedAdmin):
         response = TemplateResponse(request, "admin/teams/apitoken/created.html", context)
         add_never_cache_headers(response)
         return response
+
+
+# --- webhooks --------------------------------------------------------------------
+
+
+def with_seconds(value) -> str:
+    """A time to the second (the admin's own format stops at minutes)."""
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S") if value else "—"
+
+
+class WebhookForm(forms.ModelForm):
+    events = forms.MultipleChoiceField(
+        choices=WebhookEvent.choices,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="POSTed to the URL when they happen, signed with the webhook's secret.",
+    )
+
+    class Meta:
+        model = Webhook
+        fields = ("team", "url", "events", "enabled")
+
+
+@admin.register(Webhook)
+class WebhookAdmin(TeamScopedAdmin):
+    """A team's webhooks: made here (the secret shown once), changed (URL, events,
+    enabled) and deleted through teams.webhooks; the latest deliveries on the page."""
+
+    form = WebhookForm
+    list_display = ("url", "team", "event_list", "enabled", "secret_prefix", "created")
+    list_filter = ("enabled", "team")
+    search_fields = ("url",)
+    list_select_related = ("team",)
+    fields = ("team", "url", "events", "enabled", "secret_prefix", "created", "recent_deliveries")
+
+    def get_readonly_fields(self, request, obj=None):
+        live = ("secret_prefix", "created", "recent_deliveries")
+        return live + (("team",) if obj is not None else ())
+
+    @admin.display(description="events")
+    def event_list(self, obj):
+        return ", ".join(obj.events or [])
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj):
+        return with_seconds(obj.created_at)
+
+    @admin.display(description="latest deliveries")
+    def recent_deliveries(self, obj):
+        if obj.pk is None:
+            return "—"
+        rows = obj.deliveries.order_by("-id")[:10]
+        log_url = (
+            reverse("admin:teams_webhookdelivery_changelist") + f"?webhook__id__exact={obj.pk}"
+        )
+        lines = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    d.pk,
+                    d.event,
+                    d.status,
+                    d.attempts,
+                    d.last_status_code or "—",
+                    with_seconds(d.created_at),
+                )
+                for d in rows
+            ),
+        )
+        return format_html(
+            "<table><tr><th>id</th><th>event</th><th>status</th><th>attempts</th>"
+            "<th>last answer</th><th>created</th></tr>{}</table>"
+            '<p><a href="{}">the whole delivery log ›</a></p>',
+            lines,
+            log_url,
+        )
+
+    def save_model(self, request, obj, form, change):
+        try:
+            if change:
+                fields = [f for f in form.changed_data if f in WEBHOOK_SETTINGS]
+                webhook_update(webhook=obj, fields=fields)
+                return
+            webhook, secret = webhook_create(
+                team=obj.team, url=obj.url, events=obj.events, enabled=obj.enabled
+            )
+        except LoomError as exc:  # a duplicate made meanwhile: say so, change nothing
+            self.message_user(request, exc.message, messages.ERROR)
+            return
+        obj.pk, obj.secret_prefix = webhook.pk, webhook.secret_prefix
+        obj.created_at = webhook.created_at
+        obj._secret = secret  # for response_add only; stored encrypted
+
+    def delete_model(self, request, obj):
+        webhook_delete(webhook=obj)
+
+    def delete_queryset(self, request, queryset):
+        for webhook in queryset:
+            webhook_delete(webhook=webhook)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        """Show the new secret once, in this response's body only (as API tokens)."""
+        secret = getattr(obj, "_secret", None)
+        if secret is None:
+            if obj.pk is None:  # not made: back to the list, where the error shows
+                return HttpResponseRedirect(reverse("admin:teams_webhook_changelist"))
+            return super().response_add(request, obj, post_url_continue)
+        del obj._secret
+        opts = self.opts
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Webhook created",
+            "opts": opts,
+            "webhook": obj,
+            "secret": secret,
+            "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
+        }
+        response = TemplateResponse(request, "admin/teams/webhook/created.html", context)
+        add_never_cache_headers(response)
+        return response
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(HistoryAdminMixin, TeamScopedAdmin):
+    """The delivery log: what was sent where, how it went; "Send again" re-queues a
+    failed delivery (for whoever may change the team's webhooks)."""
+
+    list_display = (
+        "id",
+        "webhook",
+        "event",
+        "status",
+        "attempts",
+        "last_status_code",
+        "error",
+        "created",
+        "next_attempt",
+        "delivered",
+    )
+    list_filter = ("status", "event", "webhook")
+    search_fields = ("last_error",)
+    list_select_related = ("webhook", "webhook__team")
+    fields = (
+        "webhook",
+        "event",
+        "status",
+        "attempts",
+        "last_status_code",
+        "last_error",
+        "created",
+        "next_attempt",
+        "delivered",
+        "body",
+    )
+    readonly_fields = fields
+    actions = ("send_again",)
+
+    @admin.display(description="last error")
+    def error(self, obj):
+        return obj.last_error[:120] + ("…" if len(obj.last_error) > 120 else "")
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj):
+        return with_seconds(obj.created_at)
+
+    @admin.display(description="next attempt", ordering="next_attempt_at")
+    def next_attempt(self, obj):
+        return with_seconds(obj.next_attempt_at)
+
+    @admin.display(description="delivered", ordering="delivered_at")
+    def delivered(self, obj):
+        return with_seconds(obj.delivered_at)
+
+    @admin.display(description="body sent")
+    def body(self, obj):
+        return format_html(
+            '<pre style="white-space:pre-wrap;margin:0">{}</pre>',
+            json.dumps(obj.payload, indent=2, ensure_ascii=False),
+        )
+
+    def has_resend_permission(self, request):
+        return request.user.has_perm("teams.change_webhook")
+
+    @admin.action(description="Send the selected failed deliveries again", permissions=["resend"])
+    def send_again(self, request, queryset):
+        sent = 0
+        for delivery in queryset:
+            try:
+                delivery_retry(delivery=delivery)
+            except LoomError as exc:
+                self.message_user(request, exc.message, messages.WARNING)
+            else:
+                sent += 1
+        if sent:
+            self.message_user(request, f"{sent} deliver{'y' if sent == 1 else 'ies'} queued again.")

@@ -5,6 +5,7 @@ costs and which model an agent uses by default is not."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -27,7 +28,8 @@ def family_of(model: str) -> str | None:
 
 
 # USD per million tokens: (input, output). Cache writes cost 1.25x input and cache
-# reads 0.1x input (five-minute ephemeral cache).
+# reads 0.1x input (five-minute ephemeral cache). The defaults: the price table
+# (teams.models.ModelPrice, edited in the admin) starts as these and is what counts.
 PRICES = {
     "claude-opus-4-1": (15, 75),
     "claude-opus-4": (15, 75),
@@ -63,21 +65,78 @@ class Usage:
         }
 
 
-def price_for(model: str) -> tuple[Decimal, Decimal]:
-    for prefix in sorted(PRICES, key=len, reverse=True):
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens."""
+
+    input: Decimal
+    output: Decimal
+    cache_write: Decimal
+    cache_read: Decimal
+
+    @classmethod
+    def of(cls, inp, out) -> Price:
+        inp = Decimal(inp)
+        return cls(inp, Decimal(out), inp * CACHE_WRITE_FACTOR, inp * CACHE_READ_FACTOR)
+
+
+CACHE_WRITE_FACTOR = Decimal("1.25")
+CACHE_READ_FACTOR = Decimal("0.1")
+MILLION = Decimal(1_000_000)
+FREE = Price(Decimal(0), Decimal(0), Decimal(0), Decimal(0))
+
+# The price table (teams.models.ModelPrice) as this process last read it: re-read
+# after a save here, and at least every PRICES_TTL seconds (another process saved).
+PRICES_TTL = 30.0
+_table: dict[str, Price] | None = None
+_table_read_at = 0.0
+
+
+# Reads the ModelPrice rows as (model, Price) pairs; teams.models sets it (the models
+# import this module, not the other way round).
+_price_rows = None
+
+
+def prices_load_with(loader) -> None:
+    global _price_rows
+    _price_rows = loader
+    prices_invalidate()
+
+
+def prices_invalidate() -> None:
+    global _table
+    _table = None
+
+
+def price_table() -> dict[str, Price]:
+    """Model id or prefix -> Price: the ModelPrice rows, or PRICES when there are none
+    (a fresh database, tests that emptied it)."""
+    global _table, _table_read_at
+    now = time.monotonic()
+    if _table is None or now - _table_read_at > PRICES_TTL:
+        rows = dict(_price_rows()) if _price_rows is not None else {}
+        _table = rows or {prefix: Price.of(*pair) for prefix, pair in PRICES.items()}
+        _table_read_at = now
+    return _table
+
+
+def price_for(model: str) -> Price | None:
+    """The price of the longest id or prefix in the table that `model` starts with;
+    None for a model the table does not know (it is then counted as free and the
+    admin flags it, rather than priced as some other model)."""
+    table = price_table()
+    for prefix in sorted(table, key=len, reverse=True):
         if model.startswith(prefix):
-            inp, out = PRICES[prefix]
-            return Decimal(inp), Decimal(out)
-    return Decimal(3), Decimal(15)  # unknown ids are priced as Sonnet, the default family
+            return table[prefix]
+    return None
 
 
 def cost_of(model: str, usage: Usage) -> Decimal:
-    inp, out = price_for(model)
-    million = Decimal(1_000_000)
+    price = price_for(model) or FREE
     total = (
-        usage.input_tokens * inp
-        + usage.output_tokens * out
-        + usage.cache_creation_tokens * inp * Decimal("1.25")
-        + usage.cache_read_tokens * inp * Decimal("0.1")
-    ) / million
+        usage.input_tokens * price.input
+        + usage.output_tokens * price.output
+        + usage.cache_creation_tokens * price.cache_write
+        + usage.cache_read_tokens * price.cache_read
+    ) / MILLION
     return total.quantize(Decimal("0.000001"))

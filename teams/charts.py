@@ -179,3 +179,84 @@ def drift_and_tokens(turns) -> str:
         f"drift score and input tokens over the last {n} turns",
         mark_safe("".join(parts)),
     )
+
+
+AGENT_COLORS = ("#1c7ed6", "#d9480f", "#2b8a3e", "#862e9c", "#e67700", "#0b7285", "#c2255c")
+
+
+def tokens_by_agent(turns) -> str:
+    """One line per agent: the input tokens (cache reads and writes included) of each of
+    its turns, at the team's turn number; oldest on the left."""
+    turns = [t for t in turns if t.number]
+    if not turns:
+        return "No turns yet."
+    first, last = min(t.number for t in turns), max(t.number for t in turns)
+    span = max(last - first, 1)
+    bottom, right = TOP + PLOT_H, LEFT + PLOT_W
+    top_tokens, token_step = nice_top(max(input_tokens(t) for t in turns))
+
+    def at(turn):
+        return (
+            LEFT + PLOT_W * (turn.number - first) / span,
+            bottom - PLOT_H * input_tokens(turn) / top_tokens,
+        )
+
+    parts = [format_html('<rect width="{}" height="{}" fill="#fff" stroke="#ddd"/>', WIDTH, HEIGHT)]
+    for tick in range(0, top_tokens + 1, token_step):
+        y = bottom - PLOT_H * tick / top_tokens
+        parts.append(_line(LEFT, y, right, y, GRID))
+        parts.append(_text(LEFT - 7, y + 4, f"{tick:,}", anchor="end"))
+    parts.append(_line(LEFT, TOP, LEFT, bottom, AXIS))
+    parts.append(_line(LEFT, bottom, right, bottom, AXIS))
+    for number in sorted({first, last, first + span // 2}):
+        x = LEFT + PLOT_W * (number - first) / span
+        parts.append(_line(x, bottom, x, bottom + 4, AXIS))
+        parts.append(_text(x, bottom + 15, number))
+    parts.append(_text(LEFT + PLOT_W / 2, HEIGHT - 8, "turn"))
+
+    by_agent: dict[str, list] = {}
+    for turn in sorted(turns, key=lambda t: t.number):
+        by_agent.setdefault(turn.agent.name, []).append(turn)
+    legend_x = LEFT
+    for i, (name, own) in enumerate(by_agent.items()):
+        color = AGENT_COLORS[i % len(AGENT_COLORS)]
+        parts.append(
+            format_html(
+                '<polyline class="agent-line" points="{}" fill="none" stroke="{}" '
+                'stroke-width="1.5"><title>{}</title></polyline>',
+                " ".join("{:.1f},{:.1f}".format(*at(t)) for t in own),
+                color,
+                name,
+            )
+        )
+        parts.append(
+            format_html_join(
+                "",
+                '<circle cx="{}" cy="{}" r="2" fill="{}"><title>{}, turn {}: {} input tokens'
+                "</title></circle>",
+                (
+                    (f"{at(t)[0]:.1f}", f"{at(t)[1]:.1f}", color, name, t.number, input_tokens(t))
+                    for t in own
+                ),
+            )
+        )
+        parts.append(
+            format_html(
+                '<line x1="{}" y1="15" x2="{}" y2="15" stroke="{}" stroke-width="2"/>',
+                legend_x,
+                legend_x + 14,
+                color,
+            )
+        )
+        parts.append(_text(legend_x + 19, 19, name, "start"))
+        legend_x += 30 + 7 * len(name)
+    return format_html(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" '
+        'style="max-width:100%;height:auto" role="img" aria-label="{}">{}</svg>',
+        WIDTH,
+        HEIGHT,
+        WIDTH,
+        HEIGHT,
+        f"input tokens per turn of each agent over turns {first} to {last}",
+        mark_safe("".join(parts)),
+    )

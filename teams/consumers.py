@@ -10,14 +10,14 @@ import time
 import weakref
 from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
 from channels.consumer import AsyncConsumer
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from teams import events, selectors
 from teams.access import Caller, caller_for_scope, caller_refreshed
-from teams.engine.worker import run_claimed_turn
+from teams.engine.worker import run_claimed_turn, turn_executor
 from teams.errors import NotFound
 from teams.events import Audience
 from teams.models import Team
@@ -25,7 +25,6 @@ from teams.schemas import MessageOut, PMRequestOut, QueryOut
 
 log = logging.getLogger("loom.consumers")
 
-MAX_CONCURRENT_TURNS = 8
 # How stale a socket's view of its user's rights may get: a PM removed from a
 # team, demoted or deactivated stops receiving within this many seconds.
 ACCESS_RECHECK_SECONDS = 5.0
@@ -57,7 +56,7 @@ class TurnWorkerConsumer(AsyncConsumer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.slots = asyncio.Semaphore(MAX_CONCURRENT_TURNS)
+        self.slots = asyncio.Semaphore(settings.LOOM_WORKER_THREADS)
         self.tasks: set[asyncio.Task] = set()
 
     async def turn_queued(self, message):
@@ -66,8 +65,12 @@ class TurnWorkerConsumer(AsyncConsumer):
         task.add_done_callback(self.tasks.discard)
 
     async def _run(self, turn_id: int):
+        # Its own pool: asyncio's default one has CPU count + 4 threads (6 on two
+        # cores), which bounded 16 teams to a third of what the model allowed.
         async with self.slots:
-            await sync_to_async(run_claimed_turn, thread_sensitive=False)(turn_id)
+            await asyncio.get_running_loop().run_in_executor(
+                turn_executor(), run_claimed_turn, turn_id
+            )
 
 
 def serves(audience: Audience):

@@ -107,6 +107,19 @@ class TeamStatusChanged(TeamStatusOut, Event):
 
 
 @declare
+class TeamProgress(TeamStatusOut, Event):
+    """The team list's view of a team (status, phase, counters against budgets),
+    sent to every PM who may see it whenever its status changes or a turn ends."""
+
+    name = "team.progress"
+    audience = Audience.INBOX
+
+    @classmethod
+    def team_of(cls, wire: dict) -> int | None:
+        return wire["team_id"]
+
+
+@declare
 class TurnStarted(Event):
     name = "turn.started"
     audience = Audience.TEAM
@@ -192,6 +205,24 @@ class QueryAnswered(_QueryEvent):
 @declare
 class QueryExpired(_QueryEvent):
     name = "query.expired"
+
+
+@declare
+class BudgetWarning(Event):
+    """80% of a team's turn or cost budget is used (once per budget; teams.budgets)."""
+
+    name = "budget.warning"
+    audience = Audience.TEAM | Audience.INBOX
+    team: str  # the slug
+    team_id: int
+    budget: str  # "cost" or "turns"
+    used: int | float
+    limit: int | float
+    percent: float
+
+    @classmethod
+    def team_of(cls, wire: dict) -> int | None:
+        return wire["team_id"]
 
 
 # --- sending ---------------------------------------------------------------------

@@ -3,6 +3,7 @@
 import hashlib
 import uuid
 from decimal import Decimal
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -10,6 +11,7 @@ from django.core.validators import MaxLengthValidator, MinValueValidator, RegexV
 from django.db import models
 from django.db.models import Q
 
+from teams import catalog
 from teams.catalog import default_model
 
 DEFAULT_PHASES = ["refinement", "planning", "pre-code-review", "implementation", "code-review"]
@@ -177,6 +179,10 @@ class Team(models.Model):
     spent_usd = models.DecimalField(
         max_digits=12, decimal_places=6, default=Decimal("0"), help_text="Cost of all turns."
     )
+    # When 80% of each budget was first used (teams.budgets): a budget.warning goes
+    # out once per budget.
+    cost_warned_at = models.DateTimeField(null=True, blank=True, editable=False)
+    turns_warned_at = models.DateTimeField(null=True, blank=True, editable=False)
     managers = models.ManyToManyField(
         settings.AUTH_USER_MODEL, blank=True, related_name="managed_teams"
     )
@@ -232,6 +238,14 @@ class Agent(models.Model):
     role_prompt = models.TextField(blank=True, validators=[human_text])
     position = models.PositiveIntegerField(default=0, help_text="Order in the rotation.")
     context_budget_tokens = models.PositiveIntegerField(default=100_000)
+    max_cost_usd = models.DecimalField(
+        "cost budget",
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        help_text="This agent's own cost budget in USD; empty: none (the team's applies).",
+    )
     # The mesh hierarchy (seed 004).
     trajectory = models.TextField(blank=True, validators=[human_text])
     tactic = models.TextField(blank=True, validators=[human_text])
@@ -577,8 +591,24 @@ class AnchorRevision(models.Model):
         return f"{self.key} @ {self.created_at:%Y-%m-%d %H:%M}"
 
 
+class PMRequestKind(models.TextChoices):
+    QUESTION = "question", "Question"
+    BUDGET = "budget", "Budget"
+
+
+class BudgetKind(models.TextChoices):
+    NONE = "", "—"
+    COST = "cost", "Cost"
+    TURNS = "turns", "Turns"
+
+
+# The quick answers to a budget request (teams.budgets); a new cap is the other.
+BUDGET_CHOICES = ("Raise by 50%", "Double", "Stop")
+
+
 class PMRequest(models.Model):
     Status = PMRequestStatus
+    Kind = PMRequestKind
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="pm_requests")
     agent = models.ForeignKey(
@@ -588,6 +618,14 @@ class PMRequest(models.Model):
         Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="pm_requests"
     )
     question = models.TextField()
+    # A budget request (teams.budgets) is answered with a new cap, not with words.
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.QUESTION)
+    budget = models.CharField(
+        max_length=10,
+        choices=BudgetKind.choices,
+        blank=True,
+        help_text="Which budget a budget request is about (the agent's own when it has one).",
+    )
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.OPEN)
     answer = models.TextField(blank=True, validators=[human_text])
     answered_by = models.ForeignKey(
@@ -608,6 +646,9 @@ class PMRequest(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=PMRequestStatus.values),
                 name="pm_request_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=PMRequestKind.values), name="pm_request_kind_valid"
             ),
         ]
         indexes = [models.Index(fields=["status", "-created_at"], name="pm_request_inbox_idx")]
@@ -807,3 +848,275 @@ class ApiToken(models.Model):
     @staticmethod
     def hash_key(raw_key: str) -> str:
         return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+# --- webhooks ------------------------------------------------------------------
+
+
+class WebhookEvent(models.TextChoices):
+    """What a team's webhooks may be told about (teams.webhooks says when)."""
+
+    PM_REQUEST_OPENED = "pm_request.opened", "PM request opened"
+    TEAM_DONE = "team.done", "Team done"
+    TEAM_FAILED = "team.failed", "Team failed (a turn failed and paused it)"
+    BUDGET_WARNING = "budget.warning", "Budget warning (80% of turns or cost used)"
+
+
+class WebhookDeliveryStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DELIVERING = "delivering", "Delivering"
+    DELIVERED = "delivered", "Delivered"
+    FAILED = "failed", "Failed"
+
+
+WEBHOOK_URL_MAX = 500
+webhook_url_validator = RegexValidator(
+    r"^https?://[^\s/?#@]+(?:[/?#]\S*)?$",
+    "A webhook URL is an http:// or https:// address with a host, e.g. "
+    "https://hooks.example.com/loom.",
+)
+
+
+def validate_webhook_url(value: str) -> None:
+    """http or https with a host and a usable port; nothing else is ever posted to."""
+    webhook_url_validator(value)
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ValidationError(webhook_url_validator.message) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError(webhook_url_validator.message)
+
+
+WEBHOOK_EVENTS_NEEDED = (
+    "Choose at least one event, each once: " + ", ".join(WebhookEvent.values) + "."
+)
+
+
+def validate_webhook_events(value) -> None:
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(e, str) for e in value)
+        or len(set(value)) != len(value)
+    ):
+        raise ValidationError(WEBHOOK_EVENTS_NEEDED)
+    unknown = [e for e in value if e not in WebhookEvent.values]
+    if unknown:
+        choices = ", ".join(WebhookEvent.values)
+        raise ValidationError(f"Unknown event {unknown[0][:60]!r}; choose among {choices}.")
+
+
+class Webhook(models.Model):
+    """Where a team's events are POSTed, signed with the webhook's own secret.
+
+    The secret is stored encrypted (teams.webhooks: Fernet, with a key derived from
+    the site's SECRET_KEY) and shown once, when the webhook is made."""
+
+    Event = WebhookEvent
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="webhooks")
+    url = models.CharField(
+        "URL",
+        max_length=WEBHOOK_URL_MAX,
+        validators=[validate_webhook_url],
+        error_messages={"blank": webhook_url_validator.message},
+    )
+    events = models.JSONField(
+        validators=[validate_webhook_events],
+        error_messages={"blank": WEBHOOK_EVENTS_NEEDED},
+        help_text="The events POSTed to the URL: " + ", ".join(WebhookEvent.values) + ".",
+    )
+    secret_encrypted = models.TextField(editable=False)
+    secret_prefix = models.CharField(
+        max_length=12, editable=False, help_text="The secret's first characters, to tell it."
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "url"], name="webhook_url_unique_in_team"),
+            models.CheckConstraint(
+                condition=Q(url__startswith="http://") | Q(url__startswith="https://"),
+                name="webhook_url_http",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.team.slug} → {self.url}"
+
+
+class WebhookDelivery(models.Model):
+    """One event to POST to one webhook, retried with backoff until it is delivered
+    or given up on. Written in the transaction of the change it reports, so a
+    restart loses none; teams.engine.deliveries sends it."""
+
+    Status = WebhookDeliveryStatus
+
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=40, choices=WebhookEvent.choices)
+    payload = models.JSONField(help_text="The JSON body POSTed, as it is signed.")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it is due (pending); empty once it is settled."
+    )
+    claimed_by = models.CharField(max_length=120, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name_plural = "webhook deliveries"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=WebhookDeliveryStatus.values),
+                name="webhook_delivery_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(event__in=WebhookEvent.values), name="webhook_delivery_event_valid"
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=WebhookDeliveryStatus.DELIVERED)
+                | Q(delivered_at__isnull=False),
+                name="webhook_delivered_has_time",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=WebhookDeliveryStatus.PENDING)
+                | Q(next_attempt_at__isnull=False),
+                name="webhook_pending_has_due_time",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="webhook_delivery_due_idx"),
+            models.Index(fields=["status", "lease_expires_at"], name="webhook_delivery_lease_idx"),
+            models.Index(fields=["webhook", "id"], name="webhook_delivery_log_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.event} #{self.pk} ({self.status})"
+
+
+class WorkerHeartbeat(models.Model):
+    """A turn worker's sign of life, written every few seconds while it runs
+    (teams.health): /healthz counts the workers seen within two leases."""
+
+    worker = models.CharField(max_length=120, unique=True, help_text="host:pid:nonce")
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    last_seen = models.DateTimeField(db_index=True)
+    running_turns = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-last_seen"]
+
+    def __str__(self):
+        return f"{self.worker} ({self.running_turns} running)"
+
+
+class ModelPrice(models.Model):
+    """What a model's tokens cost, USD per million (teams.catalog.cost_of reads this
+    table). `model` is a model id or a prefix of ids; the longest matching one wins."""
+
+    model = models.CharField(
+        max_length=100, unique=True, help_text="A model id, or a prefix such as claude-sonnet."
+    )
+    input_usd = models.DecimalField(
+        "input", max_digits=10, decimal_places=4, help_text="USD per million input tokens."
+    )
+    output_usd = models.DecimalField(
+        "output", max_digits=10, decimal_places=4, help_text="USD per million output tokens."
+    )
+    cache_write_usd = models.DecimalField(
+        "cache write",
+        max_digits=10,
+        decimal_places=4,
+        help_text="USD per million tokens written to the prompt cache (usually 1.25x input).",
+    )
+    cache_read_usd = models.DecimalField(
+        "cache read",
+        max_digits=10,
+        decimal_places=4,
+        help_text="USD per million tokens read from the prompt cache (usually 0.1x input).",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model"]
+        verbose_name = "model price"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(input_usd__gte=0)
+                & Q(output_usd__gte=0)
+                & Q(cache_write_usd__gte=0)
+                & Q(cache_read_usd__gte=0),
+                name="model_price_not_negative",
+            ),
+        ]
+
+    def __str__(self):
+        return self.model
+
+    def save(self, *args, **kwargs):
+        super().save(*args, **kwargs)
+        prices_changed()
+
+    def delete(self, *args, **kwargs):
+        result = super().delete(*args, **kwargs)
+        prices_changed()
+        return result
+
+
+def prices_changed() -> None:
+    catalog.prices_invalidate()
+
+
+def price_rows():
+    for row in ModelPrice.objects.all():
+        price = catalog.Price(
+            row.input_usd, row.output_usd, row.cache_write_usd, row.cache_read_usd
+        )
+        yield row.model, price
+
+
+catalog.prices_load_with(price_rows)
+
+
+class ModelCall(models.Model):
+    """A model call a tool made besides the turn's own (smart retrieval asks the
+    agent's model about a keeper's excerpts): counted on its turn or team as usual,
+    recorded here so the spend can say what it was for. Consultations have rows of
+    their own (Consultation)."""
+
+    class Purpose(models.TextChoices):
+        SMART_RETRIEVAL = "smart_retrieval", "Smart retrieval"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="model_calls")
+    turn = models.ForeignKey(
+        Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="model_calls"
+    )
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="model_calls"
+    )
+    purpose = models.CharField(max_length=30, choices=Purpose.choices)
+    model = models.CharField(max_length=100, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cache_creation_tokens = models.PositiveIntegerField(default=0)
+    cache_read_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["team", "purpose"], name="model_call_team_idx")]
+
+    def __str__(self):
+        return f"{self.purpose} ({self.model})"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from teams import events, services, turns
+from teams import budgets, events, services, turns, webhooks
 from teams.errors import Conflict, InvalidInput, NotFound, integrity_as
 from teams.lifecycle import TeamAction
-from teams.models import Agent, Message, PMRequest, Team, Turn
+from teams.models import Agent, Message, PMRequest, Team, Turn, WebhookEvent
 from teams.schemas import PMRequestOut
 
 
@@ -28,12 +28,19 @@ def pm_request_open(
         request = PMRequest.objects.create(team=team, question=question, agent=agent, turn=turn)
     services.team_transition(team=team, action=TeamAction.AWAIT_PM)
     events.publish(events.PMRequestOpened(request=PMRequestOut.of(request)), team_id=team.id)
+    webhooks.webhooks_notify(
+        team=team,
+        event=WebhookEvent.PM_REQUEST_OPENED,
+        payload=PMRequestOut.of(request).model_dump(mode="json"),
+    )
     return request
 
 
 @transaction.atomic
 def pm_message_post(*, team: Team, content: str, user=None) -> Message:
-    """The PM speaks in the team conversation; the next speaker sees it."""
+    """The PM speaks in the team conversation; the next speaker sees it. A done team
+    refuses (nobody would read it), saying how to run it again."""
+    services.team_done_check(team)
     if not content or not content.strip():
         raise InvalidInput("The message is empty.", field="content")
     services.human_text_check(content, field="message")
@@ -56,22 +63,16 @@ def pm_request_answer(
     if not answer or not answer.strip():
         raise InvalidInput("The answer is empty.", field="answer")
     services.human_text_check(answer, field="answer")
+    budget_request = PMRequest.objects.filter(pk=request_id, kind=PMRequest.Kind.BUDGET).first()
+    if budget_request is not None:
+        return _budget_answer(budget_request, answer, user=user, changed_by=changed_by)
     pin_as = (pin_as or "").strip()
     if pin_as:  # checked before anything is written: a bad key changes nothing
         services.anchor_check(key=pin_as, value=answer.strip(), field="pin_as")
     request = PMRequest.objects.select_related("team").filter(pk=request_id).first()
     if request is None:
         raise NotFound(f"No PM request {request_id}.")
-    claimed = PMRequest.objects.filter(pk=request_id, status=PMRequest.Status.OPEN).update(
-        status=PMRequest.Status.ANSWERED,
-        answer=answer.strip(),
-        answered_by=user if user is not None and user.is_authenticated else None,
-        answered_at=timezone.now(),
-    )
-    if not claimed:
-        request.refresh_from_db()
-        raise Conflict(f"This PM request was already {request.status}.")
-    request.refresh_from_db()
+    _claim(request, answer, user)
     team = services.team_lock(request.team)
     pm_message_post(team=team, content=answer, user=user)
     if pin_as:
@@ -79,5 +80,36 @@ def pm_request_answer(
         services.anchor_save(team=team, key=pin_as, value=answer.strip(), changed_by=label)
     events.publish(events.PMRequestAnswered(request=PMRequestOut.of(request)), team_id=team.id)
     if services.team_transition(team=team, action=TeamAction.PM_ANSWERED):
+        turns.enqueue_next(team)
+    return request
+
+
+def _claim(request: PMRequest, answer: str, user) -> None:
+    """Mark the open request answered, once: a second answer (another tab, another PM)
+    is a Conflict and changes nothing."""
+    claimed = PMRequest.objects.filter(pk=request.pk, status=PMRequest.Status.OPEN).update(
+        status=PMRequest.Status.ANSWERED,
+        answer=answer.strip(),
+        answered_by=user if user is not None and user.is_authenticated else None,
+        answered_at=timezone.now(),
+    )
+    request.refresh_from_db()
+    if not claimed:
+        raise Conflict(f"This PM request was already {request.status}.")
+
+
+def _budget_answer(request: PMRequest, answer: str, *, user, changed_by: str) -> PMRequest:
+    """A budget request's answer sets a new cap (and the team resumes) or stops (the
+    team stays paused); either way the conversation says who decided. A bad answer
+    changes nothing."""
+    decision = budgets.budget_decision(request=request, answer=answer)
+    _claim(request, answer, user)
+    team = services.team_lock(request.team)
+    who = changed_by or ("pm" if user is None else f"pm ({user.get_username()})")
+    budgets.budget_apply(team=team, decision=decision, who=who)
+    events.publish(events.PMRequestAnswered(request=PMRequestOut.of(request)), team_id=team.id)
+    if decision.new_cap is not None and services.team_transition(
+        team=team, action=TeamAction.RESUME
+    ):
         turns.enqueue_next(team)
     return request

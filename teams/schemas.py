@@ -11,25 +11,33 @@ from datetime import datetime
 from pydantic import BaseModel as Schema
 
 from teams import lifecycle
-from teams.models import Message, PMRequest, Query, Team, Turn
+from teams.models import BUDGET_CHOICES, Message, PMRequest, Query, Team, Turn
 
 
 class TeamStatusOut(Schema):
+    team: str  # the slug
+    team_id: int
     status: str
     status_label: str
     phase: str
     turn_count: int
+    max_turns: int
     spent_usd: str
+    max_cost_usd: str
     actions: list[str]
 
     @classmethod
     def of(cls, team: Team) -> TeamStatusOut:
         return cls(
+            team=team.slug,
+            team_id=team.id,
             status=team.status,
             status_label=team.get_status_display(),
             phase=team.phase,
             turn_count=team.turn_count,
+            max_turns=team.max_turns,
             spent_usd=f"{team.spent_usd:.4f}",
+            max_cost_usd=f"{team.max_cost_usd:.2f}",
             actions=lifecycle.pm_actions(team.status),
         )
 
@@ -41,6 +49,7 @@ class MessageOut(Schema):
     recipient: str | None
     phase: str
     content: str
+    turn_id: int | None  # the turn that wrote it (its tokens, cost and time)
     created_at: datetime
 
     @classmethod
@@ -52,6 +61,7 @@ class MessageOut(Schema):
             recipient=message.recipient.name if message.recipient_id else None,
             phase=message.phase,
             content=message.content,
+            turn_id=message.turn_id,
             created_at=message.created_at,
         )
 
@@ -112,12 +122,16 @@ class PMRequestOut(Schema):
     team_id: int
     agent: str | None
     question: str
+    # "budget": answered with one of `choices` or a new cap (teams.budgets).
+    kind: str = "question"
+    choices: list[str] = []
     status: str
     answer: str
     created_at: datetime
 
     @classmethod
     def of(cls, request: PMRequest) -> PMRequestOut:
+        budget = request.kind == PMRequest.Kind.BUDGET
         return cls(
             id=request.id,
             team=request.team.slug,
@@ -125,6 +139,8 @@ class PMRequestOut(Schema):
             team_id=request.team_id,
             agent=request.agent.name if request.agent_id else None,
             question=request.question,
+            kind=request.kind,
+            choices=list(BUDGET_CHOICES) if budget else [],
             status=request.status,
             answer=request.answer,
             created_at=request.created_at,

@@ -1,20 +1,27 @@
 """Reads. Query-building lives here so views, API, admin and the engine agree."""
 
 import re
+from bisect import bisect_right
+from collections import defaultdict
+from decimal import Decimal
 
-from django.db.models import Exists, OuterRef, QuerySet, Sum
-from django.db.models.functions import Length
+from django.db.models import Count, DecimalField, Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models.functions import Coalesce, Length
 
+from teams.catalog import MILLION, price_for
 from teams.errors import NotFound
 from teams.models import (
     AGENT_NAME_PATTERN,
     Agent,
     Consultation,
+    KeeperEntry,
     Message,
+    ModelCall,
     PMRequest,
     Query,
     Team,
     Turn,
+    TurnStep,
 )
 
 AGENT_NAME = re.compile(AGENT_NAME_PATTERN.removeprefix("^").removesuffix("$"))
@@ -141,7 +148,7 @@ def team_messages_after_bounded(
 
 def team_transcript(*, team: Team) -> list[Message]:
     """What the PM sees: the whole conversation, pass notes included, newest last."""
-    newest = team_conversation(team=team).order_by("-id")[:TRANSCRIPT_LIMIT]
+    newest = team_conversation(team=team).select_related("turn").order_by("-id")[:TRANSCRIPT_LIMIT]
     return list(reversed(newest))
 
 
@@ -192,3 +199,193 @@ def team_recent_consultations(*, team: Team, batches: int = RECENT_BATCHES) -> l
         for batch, rows in grouped.items()
         if rows
     ]
+
+
+# --- money -------------------------------------------------------------------------
+
+
+def budget_warned_teams(*, user) -> QuerySet[Team]:
+    """The user's teams told that 80% of a budget is used (teams.budgets), not done:
+    the PM inbox lists their warnings."""
+    warned = Q(cost_warned_at__isnull=False) | Q(turns_warned_at__isnull=False)
+    return (
+        teams_visible_to(user=user).filter(warned).exclude(status=Team.Status.DONE).order_by("slug")
+    )
+
+
+def models_without_price(*, teams=None) -> list[str]:
+    """Models that turns, consultations or tool calls of `teams` (default: all) used
+    and the price table does not know: their calls were counted as free (the admin
+    flags them)."""
+    used: set[str] = set()
+    for model in (Turn, Consultation, ModelCall):
+        rows = model.objects.exclude(model="")
+        if teams is not None:
+            rows = rows.filter(team__in=teams)
+        used.update(rows.values_list("model", flat=True).distinct())
+    return sorted(m for m in used if price_for(m) is None)
+
+
+def _figures(row: dict) -> dict:
+    figures = {f: row[f] or 0 for f in USAGE_FIELDS}
+    figures["cost_usd"] = Decimal(figures["cost_usd"]).quantize(Decimal("0.000001"))
+    return figures
+
+
+def _usage(rows) -> dict:
+    return _figures(rows.aggregate(**{f: Sum(f) for f in USAGE_FIELDS}))
+
+
+def _grouped(rows, key: str) -> list[dict]:
+    """Usage per `key`; "turns" counts the turns that ran (not queued or cancelled)."""
+    ran = Q(status__in=(Turn.Status.DONE, Turn.Status.FAILED, Turn.Status.RUNNING))
+    return [
+        {key: row[key], "turns": row["turns"], **_figures(row)}
+        for row in rows.values(key)
+        .annotate(turns=Count("id", filter=ran), **{f: Sum(f) for f in USAGE_FIELDS})
+        .order_by(key)
+    ]
+
+
+USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_tokens",
+    "cache_read_tokens",
+    "cost_usd",
+)
+CHARS_PER_TOKEN = 4
+
+
+def team_spend(*, team: Team) -> dict:
+    """Where a team's money goes: tokens and dollars per agent, per phase and per
+    tool (consultations, smart retrieval), and what passes, offload and caching cut.
+
+    A turn's figures include the calls its tools made; the cuts are estimates: a
+    pass note's text (four characters a token) kept out of every later model call in
+    its phase, an offloaded message kept out of every later call of its agent, and
+    cache reads priced at the input price less the cache-read price."""
+    turns = Turn.objects.filter(team=team)
+    price = price_for(_main_model(team))
+    input_price = price.input if price else Decimal(0)
+    agents = _grouped(turns, "agent__name")
+    caps = dict(team.agents.values_list("name", "max_cost_usd"))
+    for row in agents:
+        row["agent"] = row.pop("agent__name")
+        row["max_cost_usd"] = caps.get(row["agent"])
+    consultations = Consultation.objects.filter(team=team)
+    retrieval = ModelCall.objects.filter(team=team, purpose=ModelCall.Purpose.SMART_RETRIEVAL)
+    tools = [
+        {
+            "tool": "consultations",
+            "calls": consultations.count(),
+            **consultations.aggregate(
+                input_tokens=Coalesce(Sum("input_tokens"), 0),
+                output_tokens=Coalesce(Sum("output_tokens"), 0),
+                cost_usd=Coalesce(Sum("cost_usd"), Decimal(0), output_field=DecimalField()),
+            ),
+        },
+        {
+            "tool": "smart retrieval",
+            "calls": retrieval.count(),
+            **retrieval.aggregate(
+                input_tokens=Coalesce(Sum("input_tokens"), 0),
+                output_tokens=Coalesce(Sum("output_tokens"), 0),
+                cost_usd=Coalesce(Sum("cost_usd"), Decimal(0), output_field=DecimalField()),
+            ),
+        },
+    ]
+    for row in tools:
+        row["cost_usd"] = Decimal(row["cost_usd"]).quantize(Decimal("0.000001"))
+    calls_by_phase, calls_by_agent = defaultdict(list), defaultdict(list)
+    for at, phase, agent_id in (
+        TurnStep.objects.filter(turn__team=team, kind=TurnStep.Kind.MODEL)
+        .order_by("created_at")
+        .values_list("created_at", "turn__phase", "turn__agent_id")
+    ):
+        calls_by_phase[phase].append(at)
+        calls_by_agent[agent_id].append(at)
+    passes = _passes_cut(team, calls_by_phase)
+    offload = _offload_cut(team, calls_by_agent)
+    cached = 0
+    saved = Decimal(0)
+    for row in turns.values("model").annotate(read=Sum("cache_read_tokens")):
+        model_price = price_for(row["model"] or "")
+        cached += row["read"] or 0
+        if model_price is not None:
+            saved += (row["read"] or 0) * (model_price.input - model_price.cache_read) / MILLION
+    return {
+        "team": team.slug,
+        "spent_usd": team.spent_usd,
+        "max_cost_usd": team.max_cost_usd,
+        "totals": _usage(turns),
+        "agents": agents,
+        "phases": _grouped(turns, "phase"),
+        "tools": tools,
+        "cuts": [
+            {
+                "mechanism": "passes",
+                "count": passes[0],
+                "tokens": passes[1],
+                "usd": _usd(passes[1], input_price),
+            },
+            {
+                "mechanism": "offload",
+                "count": offload[0],
+                "tokens": offload[1],
+                "usd": _usd(offload[1], input_price),
+            },
+            {
+                "mechanism": "caching",
+                "count": cached,
+                "tokens": cached,
+                "usd": saved.quantize(Decimal("0.000001")),
+            },
+        ],
+        "unknown_prices": models_without_price(teams=[team]),
+    }
+
+
+def _usd(tokens: int, price: Decimal) -> Decimal:
+    return (tokens * price / MILLION).quantize(Decimal("0.000001"))
+
+
+def _main_model(team: Team) -> str:
+    """The model most of the team's turns spoke with (the cuts are priced at it)."""
+    top = (
+        Turn.objects.filter(team=team)
+        .exclude(model="")
+        .values("model")
+        .annotate(n=Count("id"))
+        .order_by("-n", "model")
+        .first()
+    )
+    return top["model"] if top else ""
+
+
+def _passes_cut(team: Team, calls: dict) -> tuple[int, int]:
+    """(passes, tokens kept out): each pass note's text, estimated at four characters
+    a token, is not in any later model call of its phase."""
+    count = kept = 0
+    notes = Message.objects.filter(team=team, kind=Message.Kind.PASS_NOTE).values_list(
+        "created_at", "phase", "content"
+    )
+    for created_at, phase, content in notes:
+        count += 1
+        later = len(calls[phase]) - bisect_right(calls[phase], created_at)
+        kept += len(content) // CHARS_PER_TOKEN * later
+    return count, kept
+
+
+def _offload_cut(team: Team, calls: dict) -> tuple[int, int]:
+    """(messages offloaded, tokens kept out): each offloaded message is not in any
+    later model call of the agent whose keeper holds it."""
+    count = kept = 0
+    entries = KeeperEntry.objects.filter(keeper__team=team).values_list(
+        "keeper__agent_id", "keeper__created_at", Length("content")
+    )
+    for agent_id, created_at, length in entries:
+        count += 1
+        later = len(calls[agent_id]) - bisect_right(calls[agent_id], created_at)
+        kept += (length or 0) // CHARS_PER_TOKEN * later
+    return count, kept

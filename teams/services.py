@@ -151,6 +151,19 @@ def team_transition(*, team: Team, action: lifecycle.TeamAction) -> bool:
 
 def team_status_publish(team: Team) -> None:
     events.publish(events.TeamStatusChanged.of(team), team_id=team.id)
+    events.publish(events.TeamProgress.of(team), team_id=team.id)
+
+
+def team_done_check(team: Team) -> None:
+    """Refuse to post to a done team (nobody will read it), saying how to go on."""
+    status = Team.objects.filter(pk=team.pk).values_list("status", flat=True).first()
+    if status == Team.Status.DONE:
+        slug = team.slug
+        raise Conflict(
+            f"Team {slug!r} is done: nobody will read this. Run it again to go on: the Run "
+            f"again button on its page, `manage.py team clone {slug} NEW_SLUG`, or "
+            f"POST /api/teams/{slug}/clone."
+        )
 
 
 def team_lock(team: Team) -> Team:
@@ -269,6 +282,7 @@ def agent_message_post(*, agent: Agent, content: str) -> Message:
             f"Agent {agent.name!r} is a {agent.role} driven by its model; only external "
             "agents post messages through the API."
         )
+    team_done_check(agent.team)
     if not content or not content.strip():
         raise InvalidInput("The message is empty.", field="content")
     human_text_check(content, field="content")

@@ -9,21 +9,23 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from teams import drift, events, services
+from teams import budgets, drift, events, services, webhooks
 from teams.lifecycle import TeamAction
-from teams.models import ACTIVE_TURN_STATUSES, Agent, Message, Team, Turn
+from teams.models import ACTIVE_TURN_STATUSES, Agent, Message, Team, Turn, WebhookEvent
 from teams.schemas import TeamStatusOut, TurnOut
 
 log = logging.getLogger("loom.turns")
 
-LEASE = timedelta(minutes=5)
+# A running turn's lease (settings.LOOM_TURN_LEASE, 20 s by default) is renewed by its
+# worker's heartbeat (turns_renew_leases) every quarter lease, so a slow model call
+# keeps its turn while a dead worker's turn is re-queued within about a lease.
 MAX_ATTEMPTS = 3
-STALE_QUEUED = timedelta(seconds=10)
 
 
 # --- queueing ------------------------------------------------------------------
@@ -55,15 +57,6 @@ def next_speaker(team: Team, after: Agent | None = None) -> Agent | None:
     return speakers[(ids.index(last) + 1) % len(speakers)]
 
 
-def budget_exhausted(team: Team) -> str:
-    """Why the team may not take another turn, or "" when it may."""
-    if team.turn_count >= team.max_turns:
-        return f"Turn budget reached ({team.turn_count} of {team.max_turns} turns)."
-    if team.spent_usd >= team.max_cost_usd:
-        return f"Cost budget reached (${team.spent_usd:.4f} of ${team.max_cost_usd:.4f})."
-    return ""
-
-
 def turn_enqueue(*, team: Team, agent: Agent, number: int, purpose=Turn.Purpose.CONVERSATION):
     """Queue a turn and wake a worker for it once the transaction commits."""
     turn = Turn.objects.create(
@@ -82,15 +75,17 @@ def enqueue_next(team: Team, after: Agent | None = None) -> Turn | None:
     """Queue the next speaker's turn if the (locked) team is running and has budget."""
     if team.status != Team.Status.RUNNING:
         return None
-    reason = budget_exhausted(team)
-    if reason:
-        services.system_note(team, f"{reason} The team is paused; raise the budget and resume.")
-        services.team_transition(team=team, action=TeamAction.HALT)
+    budget = budgets.budget_reached(team)
+    if budget:  # the team pauses with a budget request for the PM
+        budgets.budget_stop(team=team, budget=budget)
         return None
     agent = next_speaker(team, after)
     if agent is None:
         services.system_note(team, "The team has no agents to speak; add some and resume.")
         services.team_transition(team=team, action=TeamAction.HALT)
+        return None
+    if budgets.agent_budget_reached(agent):
+        budgets.budget_stop(team=team, budget=budgets.BudgetKind.COST, agent=agent)
         return None
     # One conversation turn at a time, and the speaker may be busy with an inbox
     # turn (whose finish hands the floor on again).
@@ -127,6 +122,23 @@ def inbox_pending(agent: Agent, after_id: int) -> bool:
 # --- running -------------------------------------------------------------------
 
 
+def lease() -> timedelta:
+    """How long a claimed turn is its worker's without a renewal."""
+    return timedelta(seconds=settings.LOOM_TURN_LEASE)
+
+
+def turns_renew_leases(*, worker: str, turn_ids) -> int:
+    """The heartbeat: extend the leases of the turns this worker is running now (one
+    UPDATE); the number renewed. Only turns a live thread runs are named, so a turn
+    whose thread died in this process still expires and is re-queued."""
+    ids = list(turn_ids)
+    if not ids:
+        return 0
+    return Turn.objects.filter(pk__in=ids, status=Turn.Status.RUNNING, claimed_by=worker).update(
+        lease_expires_at=timezone.now() + lease()
+    )
+
+
 def turn_claim(turn_id: int, worker: str) -> Turn | None:
     """Take a queued turn. Exactly one of any number of racing workers gets it."""
     now = timezone.now()
@@ -136,7 +148,7 @@ def turn_claim(turn_id: int, worker: str) -> Turn | None:
     claimed = Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED).update(
         status=Turn.Status.RUNNING,
         claimed_by=worker,
-        lease_expires_at=now + LEASE,
+        lease_expires_at=now + lease(),
         attempts=F("attempts") + 1,
         started_at=now,
         snapshot_message_id=Coalesce(F("snapshot_message_id"), Subquery(newest), Value(0)),
@@ -156,8 +168,12 @@ def _still_mine(turn: Turn, worker: str):
     return Turn.objects.filter(pk=turn.pk, status=Turn.Status.RUNNING, claimed_by=worker)
 
 
-def _turn_finished_event(turn: Turn, team: Team) -> events.TurnFinished:
-    return events.TurnFinished(turn=TurnOut.of(turn), team=TeamStatusOut.of(team))
+def _turn_finished_publish(turn: Turn, team: Team) -> None:
+    """The team's page gets the turn and the team; the team list the team."""
+    events.publish(
+        events.TurnFinished(turn=TurnOut.of(turn), team=TeamStatusOut.of(team)), team_id=team.id
+    )
+    events.publish(events.TeamProgress.of(team), team_id=team.id)
 
 
 @transaction.atomic
@@ -211,12 +227,26 @@ def turn_finish(
     if turn.purpose == Turn.Purpose.CONVERSATION:
         Team.objects.filter(pk=team.pk).update(turn_count=F("turn_count") + 1)
     team = services.team_lock(team)
-    events.publish(_turn_finished_event(turn, team), team_id=team.id)
+    _turn_finished_publish(turn, team)
+    budgets.budget_check(team)  # 80% of a budget used: the PM is told, once
     # After an inbox turn the conversation may have been waiting for this agent.
     enqueue_next(team, after=agent if turn.purpose == Turn.Purpose.CONVERSATION else None)
     if turn.purpose == Turn.Purpose.INBOX and inbox_pending(agent, turn.snapshot_message_id or 0):
         inbox_wake(agent)  # queries that arrived during this turn
     return True
+
+
+@transaction.atomic
+def turn_cancel(*, turn: Turn, worker: str) -> bool:
+    """End a turn that made no model call (its call would have crossed a budget):
+    it does not count, and the same agent speaks first when the team resumes."""
+    owned = _still_mine(turn, worker).update(
+        status=Turn.Status.CANCELLED, finished_at=timezone.now(), lease_expires_at=None
+    )
+    if owned:
+        turn.refresh_from_db()
+        _turn_finished_publish(turn, services.team_lock(turn.team))
+    return bool(owned)
 
 
 @transaction.atomic
@@ -237,9 +267,21 @@ def turn_fail(*, turn: Turn, worker: str, error: str) -> None:
         f"The turn of {turn.agent.name} failed: {error}. The team is paused; resume to retry.",
         turn=turn,
     )
-    services.team_transition(team=team, action=TeamAction.HALT)
+    if services.team_transition(team=team, action=TeamAction.HALT):
+        webhooks.webhooks_notify(
+            team=team,
+            event=WebhookEvent.TEAM_FAILED,
+            payload={
+                "error": error,
+                "agent": turn.agent.name,
+                "turn_id": turn.id,
+                "turn_number": turn.number,
+                "status": team.status,
+            },
+        )
+    budgets.budget_check(team)  # the failed turn's cost counts too
     turn.refresh_from_db()
-    events.publish(_turn_finished_event(turn, team), team_id=team.id)
+    _turn_finished_publish(turn, team)
 
 
 # --- repairs (the sweeper) -----------------------------------------------------
@@ -270,7 +312,9 @@ def turns_requeue_abandoned(now=None) -> tuple[int, int]:
 def turns_rewake_stale(now=None) -> int:
     """Queued turns whose wake-up was lost get another."""
     now = now or timezone.now()
-    stale = Turn.objects.filter(status=Turn.Status.QUEUED, queued_at__lt=now - STALE_QUEUED)
+    # Half a lease (10 s by default): a duplicate wake-up is harmless, the claim decides.
+    stale_queued = lease() / 2
+    stale = Turn.objects.filter(status=Turn.Status.QUEUED, queued_at__lt=now - stale_queued)
     ids = list(stale.values_list("pk", flat=True))
     for turn_id in ids:
         events.wake_worker(turn_id)

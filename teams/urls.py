@@ -7,6 +7,7 @@ urlpatterns = [
     path("teams/<slug:slug>/", views.team_live, name="team-live"),
     path("teams/<slug:slug>/action/", views.team_action, name="team-action"),
     path("teams/<slug:slug>/post/", views.team_post, name="team-post"),
+    path("teams/<slug:slug>/run-again/", views.team_run_again, name="team-run-again"),
     path("teams/<slug:slug>/drift/", views.team_drift, name="team-drift"),
     path("teams/<slug:slug>/files/", views.team_files, name="team-files"),
     path("teams/<slug:slug>/files/view/", views.team_file, name="team-file"),

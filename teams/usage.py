@@ -5,7 +5,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from teams.catalog import Usage, cost_of
-from teams.models import Team, Turn
+from teams.models import ModelCall, Team, Turn
 
 
 # No savepoint when nested (the agent loop's step transaction): a failure here
@@ -47,3 +47,24 @@ def team_add_usage(*, team: Team, model: str, usage: Usage) -> None:
     cost = cost_of(model, usage)
     if cost:
         Team.objects.filter(pk=team.pk).update(spent_usd=F("spent_usd") + cost)
+
+
+@transaction.atomic(savepoint=False)
+def model_call_record(
+    *, team: Team, model: str, usage: Usage, purpose: str, turn: Turn | None = None, agent=None
+) -> ModelCall:
+    """A model call a tool made (smart retrieval): counted on its turn, or on the team
+    when there is none, and recorded with what it was for (the spend's per-tool cut)."""
+    if turn is not None:
+        turn_add_usage(turn=turn, model=model, usage=usage, is_turn_model=False)
+    else:
+        team_add_usage(team=team, model=model, usage=usage)
+    return ModelCall.objects.create(
+        team=team,
+        turn=turn,
+        agent=agent,
+        purpose=purpose,
+        model=model,
+        cost_usd=cost_of(model, usage),
+        **usage.as_fields(),
+    )

@@ -63,13 +63,14 @@ def agents(team):
 
 @pytest.fixture
 def messages_api(settings):
-    """Start a fake Messages API with a script; the real anthropic client talks to it."""
+    """Start a fake Messages API with a script (and its options, e.g. count_tokens);
+    the real anthropic client talks to it."""
     from tests.fakes.messages_api import FakeMessagesAPI
 
     servers = []
 
-    def start(script):
-        api = FakeMessagesAPI(script).__enter__()
+    def start(script, **options):
+        api = FakeMessagesAPI(script, **options).__enter__()
         servers.append(api)
         settings.ANTHROPIC_API_KEY = "sk-test-key"
         settings.ANTHROPIC_BASE_URL = api.url

@@ -183,7 +183,7 @@ def agents_context(
 
 @router.post(
     "/teams/{team}/agents/{agent}/messages",
-    response=responses({201: MessageOut}, 400, 404),
+    response=responses({201: MessageOut}, 400, 404, 409),
     operation_id="agents_post_message",
 )
 def agents_post_message(request, team: str, agent: str, payload: MessageIn):

@@ -58,7 +58,7 @@ def messages_list(
 
 @router.post(
     "/teams/{team}/messages",
-    response=responses({201: MessageOut}, 400, 404),
+    response=responses({201: MessageOut}, 400, 404, 409),
     operation_id="messages_post",
 )
 def messages_post(request, team: str, payload: MessageIn):

@@ -20,6 +20,7 @@ from teams.models import (
     MAX_PHASES,
     PHASE_NAME_MAX,
     PLAN_LIMIT,
+    WEBHOOK_URL_MAX,
     Agent,
     AgentRole,
     Anchor,
@@ -33,6 +34,9 @@ from teams.models import (
     ProviderKind,
     Query,
     Team,
+    Webhook,
+    WebhookDelivery,
+    WebhookEvent,
 )
 from teams.schemas import MessageOut, QueryOut, TurnOut
 
@@ -172,6 +176,18 @@ class TeamPatch(In):
     workspace: str = Field(None, max_length=500)
     max_turns: int = Field(None, ge=1, le=1_000_000)
     max_cost_usd: Decimal = Field(None, ge=0, max_digits=10, decimal_places=4)
+
+
+class TeamCloneIn(In):
+    """Run a team again: a fresh idle copy (agents, anchors, plan, workspace files)."""
+
+    slug: str | None = Field(
+        None,
+        max_length=60,
+        pattern=SLUG_PATTERN,
+        description="The copy's slug; not given: the source's slug with -2, -3...",
+    )
+    name: str | None = Field(None, max_length=120, description="Not given: the source's name.")
 
 
 class TeamOut(BaseModel):
@@ -585,3 +601,137 @@ class WorkspaceFileOut(BaseModel):
     turn: int | None
     writes: int
     updated_at: datetime | None
+
+
+# --- webhooks --------------------------------------------------------------------
+
+WebhookEventName = Literal[tuple(WebhookEvent.values)]  # type: ignore[valid-type]
+
+
+class WebhookIn(In):
+    url: str = Field(
+        min_length=1,
+        max_length=WEBHOOK_URL_MAX,
+        description="Where the events are POSTed: an http:// or https:// URL.",
+    )
+    events: list[WebhookEventName] = Field(
+        min_length=1, max_length=len(WebhookEvent.values), description="Each at most once."
+    )
+    enabled: bool = True
+
+
+class WebhookOut(BaseModel):
+    id: int
+    url: str
+    events: list[str]
+    enabled: bool
+    secret_prefix: str = Field(description="The secret's first characters, to tell it.")
+    created_at: datetime
+
+    @classmethod
+    def of(cls, webhook: Webhook) -> WebhookOut:
+        return cls(
+            id=webhook.id,
+            url=webhook.url,
+            events=list(webhook.events),
+            enabled=webhook.enabled,
+            secret_prefix=webhook.secret_prefix,
+            created_at=webhook.created_at,
+        )
+
+
+class WebhookCreatedOut(WebhookOut):
+    secret: str = Field(
+        description="Signs every delivery (X-Loom-Signature): shown this once, never again."
+    )
+
+
+class WebhookDeliveryOut(BaseModel):
+    id: int = Field(description="Sent as X-Loom-Delivery: the same on every retry.")
+    event: str
+    status: str = Field(description="pending, delivering, delivered or failed.")
+    attempts: int
+    next_attempt_at: datetime | None
+    last_status_code: int | None
+    last_error: str
+    delivered_at: datetime | None
+    created_at: datetime
+    payload: dict = Field(description="The JSON body POSTed.")
+
+    @classmethod
+    def of(cls, delivery: WebhookDelivery) -> WebhookDeliveryOut:
+        return cls(
+            id=delivery.id,
+            event=delivery.event,
+            status=delivery.status,
+            attempts=delivery.attempts,
+            next_attempt_at=delivery.next_attempt_at,
+            last_status_code=delivery.last_status_code,
+            last_error=delivery.last_error,
+            delivered_at=delivery.delivered_at,
+            created_at=delivery.created_at,
+            payload=delivery.payload,
+        )
+
+
+class WebhookDeliveryPage(BaseModel):
+    deliveries: list[WebhookDeliveryOut]
+    next_after: int = Field(description="Pass as `after` to get what follows.")
+    has_more: bool
+
+
+# --- spend -------------------------------------------------------------------------
+
+
+class SpendUsageOut(BaseModel):
+    input_tokens: int
+    output_tokens: int
+    cache_creation_tokens: int
+    cache_read_tokens: int
+    cost_usd: Decimal
+
+
+class SpendAgentOut(SpendUsageOut):
+    agent: str
+    turns: int
+    max_cost_usd: Decimal | None = Field(description="The agent's own cost budget, if any.")
+
+
+class SpendPhaseOut(SpendUsageOut):
+    phase: str
+    turns: int
+
+
+class SpendToolOut(BaseModel):
+    tool: Literal["consultations", "smart retrieval"]
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: Decimal
+
+
+class SpendCutOut(BaseModel):
+    mechanism: Literal["passes", "offload", "caching"]
+    count: int = Field(
+        description="Passes made, messages offloaded, or tokens read from the prompt cache."
+    )
+    tokens: int = Field(description="Input tokens kept out of (or read cheaper by) model calls.")
+    usd: Decimal = Field(description="What those tokens would have cost at full input price.")
+
+
+class SpendOut(BaseModel):
+    """Where a team's money goes. A turn's figures include the calls its tools made
+    (consultations, smart retrieval), so the per-tool rows are a part of the per-agent
+    and per-phase ones; the cuts are estimates (see the README's Money and budgets)."""
+
+    team: str
+    spent_usd: Decimal
+    max_cost_usd: Decimal
+    totals: SpendUsageOut
+    agents: list[SpendAgentOut]
+    phases: list[SpendPhaseOut]
+    tools: list[SpendToolOut]
+    cuts: list[SpendCutOut]
+    unknown_prices: list[str] = Field(
+        description="Models used whose price Loom does not know: counted as free."
+    )

@@ -11,7 +11,18 @@ from django.http import Http404
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from teams.api import agents, consultants, conversation, knowledge, teams, tokens, tools, workspace
+from teams.api import (
+    agents,
+    consultants,
+    conversation,
+    knowledge,
+    spend,
+    teams,
+    tokens,
+    tools,
+    webhooks,
+    workspace,
+)
 from teams.api.auth import CallerThrottle, StaffSession, TokenAuth
 from teams.errors import InvalidInput, LoomError
 
@@ -33,7 +44,19 @@ api = NinjaAPI(
     openapi_url="/openapi.json",
 )
 
-for router in (teams, agents, conversation, knowledge, tools, tokens, consultants, workspace):
+ROUTERS = (
+    teams,
+    agents,
+    conversation,
+    knowledge,
+    tools,
+    tokens,
+    consultants,
+    workspace,
+    webhooks,
+    spend,
+)
+for router in ROUTERS:
     api.add_router("", router.router)
 
 

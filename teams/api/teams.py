@@ -2,9 +2,9 @@
 
 from ninja import Router, Status
 
-from teams import conversation, services
+from teams import cloning, conversation, services
 from teams.api.auth import caller
-from teams.api.schemas import TeamIn, TeamOut, TeamPatch, responses
+from teams.api.schemas import TeamCloneIn, TeamIn, TeamOut, TeamPatch, responses
 from teams.lifecycle import PM_ACTIONS
 
 router = Router(tags=["teams"])
@@ -53,6 +53,26 @@ def teams_update(request, team: str, payload: TeamPatch):
     services.team_update(team=row, fields=fields)
     row.refresh_from_db()
     return TeamOut.of(row)
+
+
+@router.post(
+    "/teams/{team}/clone",
+    response=responses({201: TeamOut}, 400, 404, 409),
+    operation_id="teams_clone",
+)
+def teams_clone(request, team: str, payload: TeamCloneIn):
+    """Run the team again: a fresh idle team with the same goal, phases, plan, budgets,
+    managers, agents (fresh counters) and anchors, and a copy of its workspace files;
+    nothing of its conversation or turns. A person who manages the team may do this (a
+    staff session or an account token; not a team token). A taken slug is a 409, an
+    invalid one a 422."""
+    who = caller(request)
+    row = who.team(team)
+    who.require_pm("run the team again")
+    who.require_person("run the team again")
+    slug = payload.slug or cloning.next_free_slug(row.slug)
+    clone = cloning.team_clone(team=row, slug=slug, name=payload.name, user=who.user)
+    return Status(201, TeamOut.of(clone))
 
 
 def _lifecycle_operation(action):

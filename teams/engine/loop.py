@@ -12,15 +12,16 @@ import logging
 import time
 from functools import partial
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 
-from teams import events, keepers, turns
+from teams import budgets, events, keepers, turns
 from teams.engine import prompts
 from teams.engine.consult import consult
-from teams.engine.providers import provider_for
+from teams.engine.providers import caches_prompts, provider_for
+from teams.engine.reply import DEFAULT_MAX_TOKENS
 from teams.errors import ModelError
-from teams.models import Agent, Team, Turn, TurnStep
-from teams.usage import team_add_usage, turn_add_usage
+from teams.models import Agent, ModelCall, Team, Turn, TurnStep
+from teams.usage import model_call_record, turn_add_usage
 from tools import registry
 from tools.base import ToolContext, ToolResult, TurnEnd
 from tools.context import recall_hint
@@ -39,6 +40,10 @@ def run_turn(turn_id: int, worker: str) -> Turn | None:
         return None
     try:
         execute(turn, worker)
+    except (OperationalError, InterfaceError):
+        # The database went away (its connection killed): not the turn's fault. The
+        # lease is no longer renewed, so the sweeper re-queues the turn and it resumes.
+        raise
     except Exception as exc:  # a bug: record it on the turn, keep the worker alive
         log.exception("Turn %s crashed", turn.id)
         turns.turn_fail(
@@ -73,10 +78,10 @@ class _TextRelay:
         self.buffer, self.last = "", time.monotonic()
 
 
-def model_asker(*, model: str, team: Team, turn: Turn | None = None):
-    """One-off questions to `model`, (system, prompt, max tokens) -> text; the usage
-    is counted on the turn, or on the team when there is none (a tool run through
-    the API)."""
+def model_asker(*, model: str, team: Team, turn: Turn | None = None, agent: Agent | None = None):
+    """One-off questions to `model` (smart retrieval), (system, prompt, max tokens) ->
+    text; the usage is counted on the turn, or on the team when there is none (a tool
+    run through the API), and recorded as a ModelCall."""
 
     def ask_model(system: str, prompt: str, max_tokens: int) -> str:
         reply = provider_for(model).respond(
@@ -86,10 +91,14 @@ def model_asker(*, model: str, team: Team, turn: Turn | None = None):
             tools=[],
             max_tokens=max_tokens,
         )
-        if turn is not None:
-            turn_add_usage(turn=turn, model=reply.model, usage=reply.usage)
-        else:
-            team_add_usage(team=team, model=reply.model, usage=reply.usage)
+        model_call_record(
+            team=team,
+            turn=turn,
+            agent=agent,
+            model=reply.model,
+            usage=reply.usage,
+            purpose=ModelCall.Purpose.SMART_RETRIEVAL,
+        )
         return reply.text
 
     return ask_model
@@ -106,7 +115,7 @@ def tool_context(
         agent=agent,
         turn=turn,
         messages=list(messages or []),
-        ask_model=model_asker(model=model, team=team, turn=turn),
+        ask_model=model_asker(model=model, team=team, turn=turn, agent=agent),
         consult=consult,
     )
 
@@ -133,7 +142,7 @@ def execute(turn: Turn, worker: str) -> None:
     if definitions:
         definitions[-1] = {**definitions[-1], "cache_control": {"type": "ephemeral"}}
     ctx = tool_context(team=team, agent=agent, turn=turn, messages=prompt.snapshot)
-    messages = list(prompt.messages)
+    messages = prompts.request_messages(prompt, cached=caches_prompts(turn.model))
 
     # Replay what an earlier attempt already did.
     last_model: list[dict] | None = None
@@ -180,6 +189,16 @@ def execute(turn: Turn, worker: str) -> None:
                 ended = TurnEnd(Turn.Outcome.MESSAGE, f"step limit ({MAX_STEPS} model calls)")
             if ended is not None:
                 break
+        if budgets.call_blocked(
+            turn=turn,
+            model=turn.model,
+            system=prompt.system,
+            messages=messages,
+            tools=definitions,
+            max_tokens=DEFAULT_MAX_TOKENS,
+        ):  # the call would cross a cost budget: not made, the team waits for the PM
+            _end_over_budget(turn, worker, replies)
+            return
         try:
             reply = provider_for(turn.model).respond(
                 model=turn.model,
@@ -201,25 +220,44 @@ def execute(turn: Turn, worker: str) -> None:
                 content=reply.content,
                 **reply.usage.as_fields(),
             )
-            turn_add_usage(turn=turn, model=reply.model, usage=reply.usage, renew_lease=turns.LEASE)
+            turn_add_usage(
+                turn=turn, model=reply.model, usage=reply.usage, renew_lease=turns.lease()
+            )
         next_index += 1
         model_calls += 1
         messages.append({"role": "assistant", "content": reply.content})
         last_model = reply.content
         replies.append(reply.content)
 
-    text = "\n\n".join(
-        b["text"].strip()
-        for content in replies
-        for b in content
-        if b.get("type") == "text" and b.get("text", "").strip()
-    )
+    text = _said(replies)
     turns.turn_finish(
         turn=turn,
         worker=worker,
         text=text,
         outcome=ended.outcome if ended else None,
         reason=ended.reason if ended else "",
+    )
+
+
+def _said(replies: list[list[dict]]) -> str:
+    """The text of a turn's model responses, one paragraph each."""
+    return "\n\n".join(
+        b["text"].strip()
+        for content in replies
+        for b in content
+        if b.get("type") == "text" and b.get("text", "").strip()
+    )
+
+
+def _end_over_budget(turn: Turn, worker: str, replies: list[list[dict]]) -> None:
+    """A turn stopped before a call its budget cannot pay: one that has not spoken is
+    cancelled (the agent speaks first on resume); one that has keeps what it said."""
+    if not replies:
+        turns.turn_cancel(turn=turn, worker=worker)
+        return
+    text = _said(replies)
+    turns.turn_finish(
+        turn=turn, worker=worker, text=text, outcome=Turn.Outcome.MESSAGE, reason="cost budget"
     )
 
 

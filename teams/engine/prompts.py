@@ -1,8 +1,21 @@
 """What an agent sees on its turn: the system prompt and its history.
 
-The stable part of the system prompt (role, norms, facilitation) comes first and is
-marked for the prompt cache; the parts that change between turns (anchors, the
-@mention note) follow it."""
+A request is ordered so that the longest stable prefix comes first and is read from
+the prompt cache (teams/catalog.py prices cache reads at a tenth of input):
+
+1. the tools (the loop marks the last definition),
+2. the stable system text: identity, role, norms, facilitation (marked),
+3. the anchors (they change only when one is saved; seed 004 keeps them in the
+   system prompt, so saving one costs the agents one cache write),
+4. the history: each message one content block. Two breakpoints: on the last block
+   the agent's previous request already had (read from the cache that request
+   wrote) and on the last block of the history (written for the next request),
+5. the volatile tail after the last breakpoint: the cue "It is your turn" and the
+   @mention note; the newest messages are the blocks between the two breakpoints.
+
+That is at most MAX_CACHE_BREAKPOINTS, Anthropic's limit per request. Providers
+without a prompt cache (the offline model) get the same text as plain strings, one
+message per run of same-role entries (`Prompt.messages`)."""
 
 from __future__ import annotations
 
@@ -10,7 +23,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Q, QuerySet
 
-from teams.models import Agent, Anchor, Message, Team
+from teams.models import Agent, Anchor, Message, Team, Turn
 from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
 from tools.questions import PeerAnswerQuestion, PeerForwardQuestion
 
@@ -74,14 +87,23 @@ GENERIC_FACILITATION = (
     + " with a summary."
 )
 CONVERSATION_KINDS = [Message.Kind.CHAT, Message.Kind.PM, Message.Kind.SYSTEM]
+CACHE = {"type": "ephemeral"}  # a cache breakpoint (five-minute ephemeral cache)
+MAX_CACHE_BREAKPOINTS = 4  # Anthropic's limit: tools, system, history read, history write
 
 
 @dataclass
 class Prompt:
     system: list[dict]
-    messages: list[dict]
+    messages: list[dict]  # plain text: one string per run of same-role entries
     snapshot: list[Message] = field(default_factory=list)
     mention_note: str = ""
+    blocks: list[dict] = field(default_factory=list)  # the same, as cached content blocks
+
+
+def request_messages(prompt: Prompt, *, cached: bool) -> list[dict]:
+    """The messages a request starts with: content blocks with cache breakpoints for
+    a provider with a prompt cache, plain strings for one without."""
+    return list(prompt.blocks if cached else prompt.messages)
 
 
 def facilitation(phase: str) -> str:
@@ -168,18 +190,58 @@ def render(message: Message, agent: Agent) -> tuple[str, str]:
     return "user", f"[{message.speaker}]: {message.content}"
 
 
-def volatile_system(team: Team, note: str) -> list[dict]:
-    """The system block after the cached prefix: the anchors as they are now and the
-    @mention note (none when both are empty)."""
-    parts = [p for p in (anchors_block(team), note) if p]
-    return [{"type": "text", "text": "\n\n".join(parts)}] if parts else []
+def anchors_system(team: Team) -> list[dict]:
+    """The system block after the stable, cached one: the anchors as they are now
+    (none without anchors)."""
+    block = anchors_block(team)
+    return [{"type": "text", "text": block}] if block else []
 
 
 def with_current_anchors(prompt: Prompt, team: Team) -> Prompt:
     """The prompt with its anchors re-read: a tool of this turn (save_anchor) may have
     pinned one, and the very next request must carry it."""
-    prompt.system = prompt.system[:1] + volatile_system(team, prompt.mention_note)
+    prompt.system = prompt.system[:1] + anchors_system(team)
     return prompt
+
+
+def previously_seen(agent: Agent, until_id: int | None) -> int | None:
+    """The newest message the agent's previous request included (the snapshot of its
+    latest turn before this one), or None on its first turn."""
+    earlier = Turn.objects.filter(agent=agent, snapshot_message_id__isnull=False)
+    if until_id is not None:
+        earlier = earlier.filter(snapshot_message_id__lt=until_id)
+    return (
+        earlier.order_by("-snapshot_message_id")
+        .values_list("snapshot_message_id", flat=True)
+        .first()
+    )
+
+
+def cached_blocks(entries: list[tuple[str, str, int | None]], seen: int | None, tail: str):
+    """The history as content blocks, one per entry ((role, text, message id), the
+    opening's id None), with the two history breakpoints, then the volatile tail."""
+    messages: list[dict] = []
+    read = None  # the last block the previous request had: it wrote the cache there
+    for role, text, message_id in entries:
+        if not text.strip():
+            continue  # the API refuses empty text blocks
+        block = {"type": "text", "text": text}
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].append(block)
+        else:
+            messages.append({"role": role, "content": [block]})
+        if seen is not None and (message_id is None or message_id <= seen):
+            read = block
+    written = messages[-1]["content"][-1]  # the history's end: the next request reads it
+    written["cache_control"] = dict(CACHE)
+    if read is not None and read is not written:
+        read["cache_control"] = dict(CACHE)
+    tail_block = {"type": "text", "text": tail}
+    if messages[-1]["role"] == "user":
+        messages[-1]["content"].append(tail_block)
+    else:
+        messages.append({"role": "user", "content": [tail_block]})
+    return messages
 
 
 def build(
@@ -193,28 +255,26 @@ def build(
     if agent.role == Agent.Role.COACH:
         stable.append(facilitation(phase))
     system = [
-        {
-            "type": "text",
-            "text": "\n\n".join(p for p in stable if p),
-            "cache_control": {"type": "ephemeral"},
-        }
+        {"type": "text", "text": "\n\n".join(p for p in stable if p), "cache_control": dict(CACHE)}
     ]
+    system += anchors_system(team)
     history = history_messages(agent, team, until_id, phase)
     note = mention_note(agent, history)
-    system += volatile_system(team, note)
 
     opening = f"Team goal: {team.goal or '(none given)'}\nCurrent phase: {phase}"
-    turns: list[list] = [["user", opening]]
-    for message in history:
-        role, text = render(message, agent)
-        if turns[-1][0] == role:
+    entries = [("user", opening, None)] + [(*render(m, agent), m.id) for m in history]
+    # The cue first: what follows the history's last line is the turn's, not a speaker's.
+    tail = "\n\n".join(p for p in (f"It is your turn, {agent.name}.", note) if p)
+    turns: list[list] = []
+    for role, text, _ in [*entries, ("user", tail, None)]:
+        if turns and turns[-1][0] == role:
             turns[-1][1] += "\n\n" + text
         else:
             turns.append([role, text])
-    cue = f"It is your turn, {agent.name}."
-    if turns[-1][0] == "user":
-        turns[-1][1] += "\n\n" + cue
-    else:
-        turns.append(["user", cue])
-    messages = [{"role": role, "content": text} for role, text in turns]
-    return Prompt(system=system, messages=messages, snapshot=history, mention_note=note)
+    return Prompt(
+        system=system,
+        messages=[{"role": role, "content": text} for role, text in turns],
+        snapshot=history,
+        mention_note=note,
+        blocks=cached_blocks(entries, previously_seen(agent, until_id), tail),
+    )

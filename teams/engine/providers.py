@@ -100,12 +100,13 @@ def _anthropic() -> Provider:
         settings.ANTHROPIC_API_KEY,
         settings.ANTHROPIC_BASE_URL,
         getattr(settings, "LOOM_MODEL_MAX_RETRIES", 4),
+        settings.LOOM_MODEL_TIMEOUT,
     )
     with _client_lock:
         if key not in _clients:
-            api_key, base_url, retries = key
+            api_key, base_url, retries, timeout = key
             _clients[key] = anthropic.Anthropic(
-                api_key=api_key, base_url=base_url, max_retries=retries, timeout=120
+                api_key=api_key, base_url=base_url, max_retries=retries, timeout=timeout
             )
         return AnthropicProvider(_clients[key])
 
@@ -115,6 +116,16 @@ PROVIDERS: dict[str, Callable[[], Provider]] = {
     OFFLINE_MODEL: OfflineProvider,
     CLAUDE_PREFIX: _anthropic,
 }
+
+
+# The families whose provider reads cache_control breakpoints in message blocks.
+PROMPT_CACHES = {CLAUDE_PREFIX}
+
+
+def caches_prompts(model: str) -> bool:
+    """Does this model id's provider have a prompt cache (so the history goes to it
+    as content blocks with cache breakpoints)?"""
+    return family_of(model) in PROMPT_CACHES
 
 
 def provider_for(model: str) -> Provider:

@@ -1,5 +1,7 @@
-"""Running turns in a process: the worker identity, the claimed-turn runner and the
-sweeper that repairs what crashed workers and lost wake-ups leave behind."""
+"""Running turns in a process: the worker identity, the claimed-turn runner, the
+heartbeat that renews the leases of the turns running here, the channel worker that
+outlives a channel-layer outage, and the sweeper that repairs what crashed workers
+and lost wake-ups leave behind."""
 
 from __future__ import annotations
 
@@ -7,28 +9,165 @@ import asyncio
 import logging
 import os
 import socket
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import sync_to_async
+from channels.worker import Worker
+from django.conf import settings
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
-from teams import questions, turns
+from teams import health, questions, turns
 from teams.engine import loop
 
 log = logging.getLogger("loom.worker")
 
-WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-SWEEP_SECONDS = 5
+HOST = socket.gethostname()
+WORKER_ID = f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+MAX_SWEEP_SECONDS = 5.0
+
+# The turns this process runs now, by id -> the worker name that claimed them.
+_running: dict[int, str] = {}
+_running_lock = threading.Lock()
+
+
+def sweep_seconds() -> float:
+    """Sweep every quarter lease (at most every 5 s): a dead worker's turn is re-queued
+    at most a lease and a quarter after its last renewal."""
+    return max(0.2, min(MAX_SWEEP_SECONDS, settings.LOOM_TURN_LEASE / 4))
+
+
+def heartbeat_seconds() -> float:
+    """Renew every quarter lease: three beats may fail before a running turn is lost."""
+    return max(0.2, settings.LOOM_TURN_LEASE / 4)
+
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def turn_executor() -> ThreadPoolExecutor:
+    """The threads this process runs turns in (LOOM_WORKER_THREADS of them)."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(
+                max_workers=settings.LOOM_WORKER_THREADS, thread_name_prefix="loom-turn"
+            )
+        return _executor
 
 
 def run_claimed_turn(turn_id: int, worker: str = WORKER_ID):
-    """Thread entry point: run one turn with this thread's own database connection."""
+    """Thread entry point: run one turn with this thread's own database connection.
+
+    While it runs the heartbeat renews its lease; a turn whose run dies here (its
+    database connection killed, say) is no longer renewed, so the sweeper re-queues
+    it once the lease runs out and the next attempt resumes from its steps."""
     close_old_connections()
+    with _running_lock:
+        _running[turn_id] = worker
     try:
         return loop.run_turn(turn_id, worker)
+    except Exception:
+        log.exception("Turn %s stopped; the sweeper re-queues it when its lease ends", turn_id)
+        return None
     finally:
+        with _running_lock:
+            _running.pop(turn_id, None)
         connections.close_all()
+
+
+def running_turns() -> dict[str, list[int]]:
+    with _running_lock:
+        by_worker: dict[str, list[int]] = {}
+        for turn_id, worker in _running.items():
+            by_worker.setdefault(worker, []).append(turn_id)
+        return by_worker
+
+
+class Heartbeat(threading.Thread):
+    """Every quarter lease: renew the leases of the turns running in this process
+    (one UPDATE) and record that this worker is alive (for /healthz)."""
+
+    def __init__(self, worker: str = WORKER_ID):
+        super().__init__(name="loom-heartbeat", daemon=True)
+        self.worker = worker
+        self.started_at = timezone.now()
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                self.beat()
+            finally:
+                connections.close_all()  # a fresh connection each beat survives a killed one
+            self.stopped.wait(heartbeat_seconds())
+
+    def beat(self) -> int:
+        """One beat; the number of leases renewed."""
+        renewed = 0
+        try:
+            running = running_turns()
+            for worker, ids in running.items():
+                renewed += turns.turns_renew_leases(worker=worker, turn_ids=ids)
+            health.worker_heartbeat_record(
+                worker=self.worker,
+                host=HOST,
+                pid=os.getpid(),
+                started_at=self.started_at,
+                running_turns=sum(len(ids) for ids in running.values()),
+            )
+        except Exception as exc:  # the database is away: try again on the next beat
+            log.warning("Heartbeat of %s failed: %s", self.worker, exc)
+        return renewed
+
+
+_heartbeat: Heartbeat | None = None
+_heartbeat_lock = threading.Lock()
+
+
+def start_heartbeat() -> Heartbeat:
+    """The process's heartbeat thread, started once."""
+    global _heartbeat
+    with _heartbeat_lock:
+        if _heartbeat is None or not _heartbeat.is_alive():
+            _heartbeat = Heartbeat()
+            _heartbeat.start()
+        return _heartbeat
+
+
+class TurnWorker(Worker):
+    """channels' Worker for `loom.turns` that beats while it runs and keeps listening
+    through a channel-layer outage (Redis restarted): it retries the receive with a
+    backoff instead of exiting. Wake-ups lost meanwhile are repeated by the sweeper."""
+
+    async def handle(self):
+        start_heartbeat()
+        await super().handle()
+
+    async def listener(self, channel):
+        failures = 0
+        while True:
+            try:
+                message = await self.channel_layer.receive(channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                wait = min(0.5 * 2 ** min(failures - 1, 4), 5.0)
+                log.warning("Receiving on %s failed (%s); retrying in %.1f s", channel, exc, wait)
+                await asyncio.sleep(wait)
+                continue
+            if failures:
+                log.info("Receiving on %s again", channel)
+                failures = 0
+            if not message.get("type"):
+                log.warning("Dropped a message without a type on %s", channel)
+                continue
+            scope = {"type": "channel", "channel": channel}
+            await self.get_or_create_application_instance(channel, scope).put(message)
 
 
 def sweep(now=None) -> dict:
@@ -37,6 +176,7 @@ def sweep(now=None) -> dict:
     any number of times."""
     now = now or timezone.now()
     requeued, failed = turns.turns_requeue_abandoned(now)
+    health.workers_forget_stale(now)
     return {
         "requeued": requeued,
         "failed": failed,
@@ -54,7 +194,7 @@ def sweep_in_thread() -> dict:
         connections.close_all()
 
 
-async def run_sweeper(interval: float = SWEEP_SECONDS) -> None:
+async def run_sweeper(interval: float | None = None) -> None:
     while True:
         try:
             counts = await sync_to_async(sweep_in_thread, thread_sensitive=False)()
@@ -62,4 +202,4 @@ async def run_sweeper(interval: float = SWEEP_SECONDS) -> None:
                 log.info("Sweeper: %s", counts)
         except Exception:
             log.exception("Sweeper pass failed")
-        await asyncio.sleep(interval)
+        await asyncio.sleep(interval or sweep_seconds())

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.django_db
 BODIES = {
     "teams_create": {"slug": "gamma", "agents": [{"name": "coach", "role": "coach"}]},
     "teams_update": {"goal": "Ship the lexer."},
+    "teams_clone": {"slug": "alpha-again"},
     "agents_create": {"name": "tester", "role": "tester"},
     "agents_update": {"role_prompt": "Be brief."},
     "agents_post_message": {"content": "Hello from the program."},
@@ -52,6 +53,7 @@ BODIES = {
     "tool_file_write": {"path": "notes.md", "content": "Rewritten."},
     "consultants_create": {"name": "critic2", "model": "loom-offline"},
     "consultants_update": {"enabled": False},
+    "webhooks_create": {"url": "https://hooks.example.test/loom", "events": ["team.done"]},
 }
 # A valid query for each operation that needs one (the file `furnished` wrote).
 QUERIES = {"files_content": {"path": "notes.md"}}
@@ -62,6 +64,7 @@ SUPERUSER_ONLY = {"consultants_create", "consultants_update"}
 PM_ONLY = {
     "teams_create",
     "teams_update",
+    "teams_clone",
     "teams_start",
     "teams_pause",
     "teams_resume",
@@ -75,7 +78,14 @@ PM_ONLY = {
     "tokens_list",
     "tokens_create",
     "tokens_revoke",
+    "webhooks_list",
+    "webhooks_create",
+    "webhooks_delete",
+    "webhooks_deliveries",
+    "spend_get",
 }
+# PM_ONLY operations that only read.
+PM_ONLY_READS = {"tokens_list", "webhooks_list", "webhooks_deliveries", "spend_get"}
 # ...or act as another agent than its own.
 AS_AGENT = {"agents_post_message"} | {f"tool_{tool.name}" for tool in registry.all_tools()}
 
@@ -106,6 +116,7 @@ def concrete(template: str, furnished, agent="reviewer") -> str:
         .replace("{keeper_id}", str(furnished.keeper.id))
         .replace("{token_id}", str(furnished.token.id))
         .replace("{name}", "critic")
+        .replace("{webhook_id}", "1")
     )
 
 
@@ -123,7 +134,7 @@ def call(client: ApiClient, op_id: str, method: str, path: str, furnished):
 def test_every_operation_is_classified():
     ids = {op_id for op_id, _, _ in OPERATIONS}
     writes = {op_id for op_id, method, _ in OPERATIONS if method != "GET"}
-    assert PM_ONLY | AS_AGENT | SUPERUSER_ONLY | {"keepers_retrieve"} == writes | {"tokens_list"}
+    assert PM_ONLY | AS_AGENT | SUPERUSER_ONLY | {"keepers_retrieve"} == writes | PM_ONLY_READS
     assert {op for op in BODIES} <= ids
     assert {op for op in ids if op.startswith("tool_")} <= set(BODIES)  # a body for each tool
     assert len(OPERATIONS) >= 43

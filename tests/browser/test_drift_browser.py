@@ -58,14 +58,14 @@ def test_drift_panel_pinned_answer_flag_and_admin_chart(start_site, browser, pm_
     form = page.locator("#pm-answer-form")
     form.locator("textarea[name=answer]").fill("HTML only for now.")
     form.locator("input[name=pin_as]").fill("output-format")
-    form.locator("button").click()
+    form.locator("#pm-answer-button").click()
     expect(page.locator(".flash")).to_contain_text("Answer sent; team demo resumes.")
     team = Team.objects.get(slug="demo")
     anchor = Anchor.objects.get(team=team, key="output-format")
     assert anchor.value == "HTML only for now." and anchor.updated_by == "pm (pm)"
     expect(page.locator("body[data-live=on]")).to_have_count(1)
     page.locator("button[value=pause]").dispatch_event("click")
-    expect(page.locator(".flash")).to_contain_text("Team demo paused.")
+    expect(page.locator(".flash")).to_contain_text("Team 'demo' paused.")
 
     # A coder far off course (no trajectory, a tactic, three violations) is flagged
     # live when its next turn finishes (the team resumed from here: the site's
@@ -82,7 +82,7 @@ def test_drift_panel_pinned_answer_flag_and_admin_chart(start_site, browser, pm_
     # (Not the tactic's text here: the running coder may map a tactic of its own at
     # any turn. The page as it loads, below, shows the state the test sets.)
     page.locator("button[value=pause]").dispatch_event("click")
-    expect(page.locator(".flash")).to_contain_text("Team demo paused.")
+    expect(page.locator(".flash")).to_contain_text("Team 'demo' paused.")
 
     # ... and on the pages as they load (once the turn running at the pause is over,
     # so nothing changes the coder behind the test's back).

@@ -46,7 +46,7 @@ def test_pm_starts_demo_watches_and_answers_from_the_inbox(start_site, browser, 
     # The coach's question appears in the open inbox without a reload.
     item = inbox.locator(".pm-item")
     expect(item).to_have_count(1, timeout=30_000)
-    expect(item.locator(".question")).to_contain_text("Which output format")
+    expect(item.locator(".question")).to_contain_text("What should the first version of")
     expect(live.locator("#pm-request")).to_be_visible()
     expect(live.locator("#team-status")).to_have_text("Awaiting PM")
     live.screenshot(path=SCREENSHOTS / "live-view.png", full_page=True)
@@ -65,7 +65,7 @@ def test_pm_starts_demo_watches_and_answers_from_the_inbox(start_site, browser, 
         timeout=20_000
     )
     live.locator("button[value=pause]").dispatch_event("click")  # the page keeps scrolling
-    expect(live.locator(".flash")).to_contain_text("Team demo paused.")
+    expect(live.locator(".flash")).to_contain_text("Team 'demo' paused.")
     live.goto(f"{site.url}/admin/teams/agent/")  # the admin too
     assert violations == []
     team = Team.objects.get(slug="demo")

@@ -3,11 +3,17 @@ anthropic client: streamed (SSE) and plain responses with text and tool_use bloc
 usage with cache fields, and error bodies (400, 429, 529) with retry headers.
 
 Every request is recorded (headers and JSON body) so tests assert on what the
-model was really sent."""
+model was really sent.
+
+Token counting (opt-in: `FakeMessagesAPI(script, count_tokens=True)`) reports the
+usage the real API would instead of the script's fixed figures; see PromptCache."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import socket
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +39,11 @@ class Failure:
     error_type: str
     message: str
     headers: dict = field(default_factory=dict)
+
+
+@dataclass
+class Reset:
+    """The connection is reset (RST) instead of answered."""
 
 
 def text(value: str, **usage) -> Reply:
@@ -69,6 +80,13 @@ class Recorded:
     path: str
     headers: dict
     body: dict
+    usage: dict | None = None  # what a counting server reported for it
+
+    @property
+    def breakpoints(self) -> list[str]:
+        """Where the request's cache_control markers sit, in prefix order: "tools[i]",
+        "system[i]", "messages[i][j]" (a string content is messages[i][0])."""
+        return [where for where, _, marked in _pieces(self.body) if marked]
 
     @property
     def system_text(self) -> str:
@@ -94,15 +112,111 @@ class Recorded:
         return text_.split(marker, 1)[1].split(" ", 1)[0]
 
 
+def tokens(text: str) -> int:
+    """The fake's tokenizer: one token per four characters, rounded up."""
+    return -(-len(text) // 4)
+
+
+def _pieces(body: dict):
+    """(where, canonical text, marked) of each cacheable unit of a request, in the
+    order the API caches a prefix: every tool definition, every system block, every
+    content block of every message (a string content is one block). The text is the
+    unit's compact JSON without its cache_control marker (a marker is not content);
+    a message block carries its role."""
+
+    def canon(item: dict) -> str:
+        return json.dumps(
+            {k: v for k, v in item.items() if k != "cache_control"},
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    for i, tool_ in enumerate(body.get("tools") or []):
+        yield f"tools[{i}]", canon(tool_), "cache_control" in tool_
+    system = body.get("system") or []
+    if isinstance(system, str):
+        system = [{"type": "text", "text": system}]
+    for i, block in enumerate(system):
+        yield f"system[{i}]", canon(block), "cache_control" in block
+    for i, message in enumerate(body.get("messages") or []):
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        for j, block in enumerate(content or []):
+            where = f"messages[{i}][{j}]"
+            yield where, canon({"role": message.get("role"), **block}), "cache_control" in block
+
+
+class PromptCache:
+    """Counts a request's input as the real Messages API reports it.
+
+    Tokens: `tokens()` (characters / 4, rounded up) of each unit's compact JSON
+    (`_pieces`: tools, then system, then messages), summed; output tokens the same
+    way over the reply's content blocks. A prefix is everything up to and including
+    a block marked with cache_control, keyed by the model and its exact text. The
+    longest marked prefix seen before is a cache read (cache_read_input_tokens);
+    from there to the last marked block is a cache write (cache_creation_input_
+    tokens), and every marked prefix is remembered; what follows the last marker is
+    plain input (input_tokens). A prefix shorter than `min_tokens` is not cached (the
+    real API's minimum is 1024 tokens for Sonnet and Opus). No expiry: entries live
+    for the server's life (the real cache's five minutes outlast a bench)."""
+
+    def __init__(self, min_tokens: int = 0):
+        self.min_tokens = min_tokens
+        self.seen: set[str] = set()
+
+    def usage(self, body: dict) -> dict:
+        digest = hashlib.sha256(str(body.get("model", "")).encode())
+        total, marked = 0, []  # marked: (prefix tokens, prefix key)
+        for _, text_, is_marked in _pieces(body):
+            total += tokens(text_)
+            digest.update(text_.encode() + b"\0")
+            if is_marked and total >= self.min_tokens:
+                marked.append((total, digest.hexdigest()))
+        read = max((size for size, key in marked if key in self.seen), default=0)
+        cached = max((size for size, _ in marked), default=0)
+        self.seen.update(key for _, key in marked)
+        return {
+            "input_tokens": total - cached,
+            "cache_creation_input_tokens": cached - read,
+            "cache_read_input_tokens": read,
+        }
+
+
 class FakeMessagesAPI(LocalServer):
     """Start with `with FakeMessagesAPI(script) as api:`; api.url is the base URL.
 
     The script is a list of Reply/Failure served in order, or a callable taking the
-    Recorded request and returning one."""
+    Recorded request and returning one. With count_tokens=True the usage a reply
+    reports is counted from the request (PromptCache; min_cache_tokens is the
+    shortest prefix it caches) instead of the Reply's fixed figures, and each
+    Recorded request keeps it (`usage`)."""
 
-    def __init__(self, script: list | Callable[[Recorded], Reply | Failure] | None = None):
+    def __init__(
+        self,
+        script: list | Callable[[Recorded], Reply | Failure] | None = None,
+        *,
+        count_tokens: bool = False,
+        min_cache_tokens: int = 0,
+    ):
         super().__init__(script)
         self._counter = 0
+        self.cache = PromptCache(min_cache_tokens) if count_tokens else None
+
+    def usage_of(self, request: Recorded, reply: Reply) -> dict:
+        """The usage a reply reports: the script's, or counted from the request."""
+        if self.cache is None:
+            return {
+                "input_tokens": reply.input_tokens,
+                "output_tokens": reply.output_tokens,
+                "cache_creation_input_tokens": reply.cache_creation_input_tokens,
+                "cache_read_input_tokens": reply.cache_read_input_tokens,
+            }
+        with self.lock:
+            usage = self.cache.usage(request.body)
+        output = sum(tokens(json.dumps(b, separators=(",", ":"))) for b in reply.content)
+        request.usage = {**usage, "output_tokens": output}
+        return request.usage
 
     def next_reply(self, request: Recorded):
         with self.lock:
@@ -138,6 +252,12 @@ class FakeMessagesAPI(LocalServer):
                 reply = api.next_reply(recorded)
                 if getattr(reply, "delay", 0):
                     time.sleep(reply.delay)
+                if isinstance(reply, Reset):
+                    linger = struct.pack("ii", 1, 0)  # close with RST, not FIN
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                    self.close_connection = True
+                    self.connection.close()
+                    return None
                 if isinstance(reply, Failure):
                     return self._json(
                         reply.status,
@@ -155,12 +275,7 @@ class FakeMessagesAPI(LocalServer):
                     "content": reply.content,
                     "stop_reason": reply.stop_reason,
                     "stop_sequence": None,
-                    "usage": {
-                        "input_tokens": reply.input_tokens,
-                        "output_tokens": reply.output_tokens,
-                        "cache_creation_input_tokens": reply.cache_creation_input_tokens,
-                        "cache_read_input_tokens": reply.cache_read_input_tokens,
-                    },
+                    "usage": api.usage_of(recorded, reply),
                 }
                 if body.get("stream"):
                     return self._stream(message)

@@ -4,7 +4,7 @@ import pytest
 from django.contrib import admin
 from django.urls import reverse
 
-from teams import pm_requests, questions, services, workspace
+from teams import pm_requests, questions, services, webhooks, workspace
 from teams.models import (
     ApiToken,
     ConsultantProfile,
@@ -12,6 +12,8 @@ from teams.models import (
     Keeper,
     KeeperEntry,
     Message,
+    ModelPrice,
+    Team,
     Turn,
     TurnStep,
     WorkspaceFile,
@@ -33,6 +35,10 @@ def one_of_each(team) -> dict:
         keeper=keeper, message=message, position=0, role="coach", content=f"x {team.slug}"
     )
     profile, _ = ConsultantProfile.objects.get_or_create(name="critic", model="claude-haiku-4-5")
+    price, _ = ModelPrice.objects.get_or_create(
+        model="claude-sonnet",
+        defaults={"input_usd": 3, "output_usd": 15, "cache_write_usd": 3.75, "cache_read_usd": 0.3},
+    )
     consultation = Consultation.objects.create(
         team=team, agent=coach, profile=profile, prompt=f"Check {team.slug}"
     )
@@ -46,8 +52,13 @@ def one_of_each(team) -> dict:
         writes_this_turn=0,
     )
     file = WorkspaceFile.objects.get(team=team)
+    webhook, _ = webhooks.webhook_create(
+        team=team, url=f"https://hooks.example.test/{team.slug}", events=["team.done"]
+    )
+    (delivery,) = webhooks.webhooks_notify(team=team, event="team.done", payload={"n": 1})
     rows = [team, coach, message, anchor, pm_request, query, turn, step, keeper, entry]
-    rows += [profile, consultation, token, anchor.revisions.first(), file]
+    rows += [profile, consultation, token, anchor.revisions.first(), file, webhook, delivery]
+    rows += [price]
     return {type(row): row for row in rows}
 
 
@@ -59,7 +70,7 @@ def populated(team, agents):
 
 def test_every_changelist_and_change_page_renders(admin_client, populated):
     models = [m for m in admin.site._registry if m._meta.app_label == "teams"]
-    assert len(models) == 15
+    assert len(models) == 18
     for model in models:
         opts = model._meta
         changelist = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
@@ -181,6 +192,32 @@ def test_admin_start_pause_resume_actions(admin_client, team):
     admin_client.post(url, {"action": "resume_teams", "_selected_action": [team.pk]})
     team.refresh_from_db()
     assert team.status == "running"
+
+
+def test_admin_actions_say_what_really_happened(admin_client, team):
+    """A team with no agents is not started ("Empty: started." was shown for a team
+    that had paused at once); one out of budget says it paused and why."""
+    url = reverse("admin:teams_team_changelist")
+    empty = services.team_create(slug="empty", agents=[])
+    response = admin_client.post(
+        url, {"action": "start_teams", "_selected_action": [empty.pk]}, follow=True
+    )
+    page = response.content.decode()
+    assert "Team &#x27;empty&#x27; has no agents: add some, then start it." in page
+    assert "started" not in page.split('class="messagelist"')[1].split("</ul>")[0]
+    empty.refresh_from_db()
+    assert empty.status == "idle"
+
+    Team.objects.filter(pk=team.pk).update(max_turns=3, turn_count=3)
+    response = admin_client.post(
+        url, {"action": "start_teams", "_selected_action": [team.pk]}, follow=True
+    )
+    assert (
+        "Team &#x27;alpha&#x27; started, but it is paused now: Turn budget reached (3 of 3 turns)."
+        in response.content.decode()
+    )
+    team.refresh_from_db()
+    assert team.status == "paused"
 
 
 def test_admin_answers_pm_request_once(admin_client, team, agents):

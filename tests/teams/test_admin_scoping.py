@@ -15,9 +15,11 @@ from teams.models import (
     ConsultantProfile,
     KeeperEntry,
     Message,
+    ModelPrice,
     PMRequest,
     Team,
     TurnStep,
+    WebhookDelivery,
 )
 from tests.helpers import client_for, make_team
 from tests.teams.test_admin import form_data, one_of_each
@@ -63,12 +65,13 @@ def team_of(obj) -> Team:
         return obj
     if hasattr(obj, "team_id"):
         return obj.team
-    parent = {TurnStep: "turn", KeeperEntry: "keeper", AnchorRevision: "anchor"}[type(obj)]
+    parents = {TurnStep: "turn", KeeperEntry: "keeper", AnchorRevision: "anchor"}
+    parent = {**parents, WebhookDelivery: "webhook"}[type(obj)]
     return getattr(obj, parent).team
 
 
 def may_see(user, model) -> bool:
-    if model is ConsultantProfile:
+    if model in (ConsultantProfile, ModelPrice):
         return user.is_superuser
     name = model._meta.model_name
     return user.has_perm(f"teams.view_{name}") or user.has_perm(f"teams.change_{name}")
@@ -121,7 +124,7 @@ def test_no_page_of_another_teams_object_opens_or_changes_it(beta_pm, worlds):
     client = client_for(beta_pm)
     before = snapshot()
     for model, obj in worlds["alpha"].items():
-        if model is ConsultantProfile:
+        if model in (ConsultantProfile, ModelPrice):
             continue  # shared by both teams: superusers only, tested below
         for view in ("change", "delete", "history"):
             response = client.get(url(obj, view))

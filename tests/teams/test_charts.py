@@ -3,7 +3,7 @@
 import re
 from types import SimpleNamespace
 
-from teams.charts import PLOT_H, TOP, drift_and_tokens, input_tokens, nice_top
+from teams.charts import PLOT_H, TOP, drift_and_tokens, input_tokens, nice_top, tokens_by_agent
 
 X_LABEL_Y = f"{TOP + PLOT_H + 15:.1f}"
 
@@ -82,3 +82,20 @@ def test_the_chart_fits_its_column():
     assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg" width="640" height="250"')
     assert 'viewBox="0 0 640 250" style="max-width:100%;height:auto"' in svg
     assert 'aria-label="drift score and input tokens over the last 1 turns"' in svg
+
+
+def agent_turn(number, agent, tokens):
+    return SimpleNamespace(**vars(turn(number, tokens)), agent=SimpleNamespace(name=agent))
+
+
+def test_the_teams_chart_draws_a_line_per_agent_with_a_legend():
+    turns = [agent_turn(n, ["coach", "coder", "<b>x</b>"][n % 3], 1000 * n) for n in range(1, 10)]
+    svg = str(tokens_by_agent(turns))
+    lines = re.findall(r'<polyline class="agent-line" points="([^"]*)"', svg)
+    assert len(lines) == 3 and all(len(points.split()) == 3 for points in lines)
+    assert {"coach", "coder", "&lt;b&gt;x&lt;/b&gt;"} <= set(texts(svg))
+    assert "<b>" not in svg
+    # The y axis reaches the largest input (9,000 tokens); x names the first and last turns.
+    assert "10,000" in texts(svg) and {"1", "9"} <= set(texts(svg))
+    assert "coder, turn 4: 4000 input tokens" in svg
+    assert tokens_by_agent([]) == "No turns yet."

@@ -143,16 +143,27 @@ async def test_pm_inbox_streams_only_the_users_teams():
             team=team, agent=team.agents.get(name="coach"), question=question, turn=None
         )
 
+    async def until(name):
+        """Events up to the next `name`: every team.progress on the way is carol's team."""
+        while True:
+            event = await communicator.receive_json_from(timeout=5)
+            if event["event"] == name:
+                return event
+            assert event["event"] == "team.progress" and event["team"] == mine.slug, event
+
     await database_sync_to_async(ask)(theirs, "Not for carol?")
     request = await database_sync_to_async(ask)(mine, "For carol?")
-    event = await communicator.receive_json_from(timeout=5)
-    assert event["event"] == "pm_request.opened"
+    event = await until("pm_request.opened")
     assert event["request"]["question"] == "For carol?"
     await database_sync_to_async(pm_requests.pm_request_answer)(
         request_id=request.id, answer="Yes."
     )
-    event = await communicator.receive_json_from(timeout=5)
-    assert event["event"] == "pm_request.answered" and event["request"]["id"] == request.id
+    event = await until("pm_request.answered")
+    assert event["request"]["id"] == request.id
+    # The team list hears that carol's team runs again, and nothing of beta.
+    progress = await communicator.receive_json_from(timeout=5)
+    assert progress["event"] == "team.progress" and progress["team"] == mine.slug
+    assert progress["status"] == "running" and progress["max_turns"] == mine.max_turns
     assert await communicator.receive_nothing(timeout=0.3)
     await communicator.disconnect()
 

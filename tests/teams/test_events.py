@@ -34,6 +34,7 @@ def sample(event_type: type[events.Event], team, rows) -> events.Event:
     turn = Turn.objects.select_related("agent").get(pk=rows["turn"].pk)
     values = {
         events.TeamStatusChanged: lambda: events.TeamStatusChanged.of(team),
+        events.TeamProgress: lambda: events.TeamProgress.of(team),
         events.TurnStarted: lambda: events.TurnStarted(turn_id=turn.id, agent="coach", number=1),
         events.TextDelta: lambda: events.TextDelta(turn_id=turn.id, agent="coach", text="Hel"),
         events.MessageCreated: lambda: events.MessageCreated(
@@ -47,6 +48,9 @@ def sample(event_type: type[events.Event], team, rows) -> events.Event:
         events.QueryForwarded: lambda: events.QueryForwarded(query=query),
         events.QueryAnswered: lambda: events.QueryAnswered(query=query),
         events.QueryExpired: lambda: events.QueryExpired(query=query),
+        events.BudgetWarning: lambda: events.BudgetWarning(
+            team=team.slug, team_id=team.id, budget="turns", used=160, limit=200, percent=80.0
+        ),
     }
     # A new event must get a sample here, so this test covers it.
     assert set(values) == set(events.DECLARED.values()), "give the new event a sample"

@@ -104,7 +104,7 @@ def test_actions_and_pm_post(manager, team):
     assert 'value="start">Start' in page and 'value="pause" disabled hidden>Pause' in page
     assert 'value="resume" disabled hidden>Resume' in page
     response = manager.post("/teams/alpha/action/", {"action": "start"}, follow=True)
-    assert "Team alpha started." in response.content.decode()
+    assert "Team &#x27;alpha&#x27; started." in response.content.decode()
     page = response.content.decode()
     assert 'value="start" disabled hidden>Start' in page and 'value="pause">Pause' in page
     response = manager.post("/teams/alpha/action/", {"action": "start"}, follow=True)
@@ -128,12 +128,13 @@ def test_every_form_needs_a_csrf_token(team, superuser):
     for url, data in [
         ("/teams/alpha/action/", {"action": "pause"}),
         ("/teams/alpha/post/", {"content": "hi"}),
+        ("/teams/alpha/run-again/", {}),
         (f"/pm/{request.id}/answer/", {"answer": "x"}),
     ]:
         assert client.post(url, data).status_code == 403, url
     page = client.get("/teams/alpha/").content.decode()
-    # Every post form carries a token (actions, answer, post as PM, log out).
-    assert page.count('method="post"') == page.count('name="csrfmiddlewaretoken"') == 4
+    # Every post form carries a token (actions, run again, answer, post as PM, log out).
+    assert page.count('method="post"') == page.count('name="csrfmiddlewaretoken"') == 5
     assert 'name="csrfmiddlewaretoken"' in client.get("/pm/").content.decode()
     team.refresh_from_db()
     assert team.status == "awaiting_pm" and not Message.objects.filter(kind="pm").exists()
@@ -312,3 +313,64 @@ def test_pages_say_loom_and_have_an_icon(client, manager, team, agents):
     assert 'href="/static/teams/favicon.svg"' in page
     assert '<span class="agent">coach</span>' in page  # named after its role: once
     assert '<span class="agent">coder</span>' in page
+
+
+def test_the_pages_script_posts_in_place_and_gets_json(manager, team):
+    """The live view's script posts with Accept: application/json: a confirmation or
+    the refusal comes back as JSON (no redirect); nothing refused is stored."""
+    headers = {"HTTP_ACCEPT": "application/json"}
+    posted = manager.post("/teams/alpha/post/", {"content": "Ship Friday."}, **headers)
+    assert posted.status_code == 201
+    assert posted.json()["detail"] == "Posted; the next agent to speak reads it."
+    assert Message.objects.get(pk=posted.json()["id"]).content == "Ship Friday."
+    for content, status, says in [
+        ("   ", 400, "The message is empty."),
+        ("x" * 200_000, 400, "The message has 200,000 characters; at most 20,000 are accepted."),
+    ]:
+        refused = manager.post("/teams/alpha/post/", {"content": content}, **headers)
+        assert (refused.status_code, refused.json()) == (status, {"detail": says})
+    assert Message.objects.filter(kind="pm").count() == 1
+
+
+def test_live_view_shows_times_turn_figures_and_budgets(manager, team, agents):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from teams.models import Team, Turn
+
+    started = timezone.now()
+    turn = Turn.objects.create(
+        team=team,
+        agent=agents["coder"],
+        number=1,
+        status=Turn.Status.DONE,
+        model="claude-sonnet-4-6",
+        input_tokens=1_000,
+        cache_read_tokens=2_000,
+        output_tokens=50,
+        cost_usd="0.004350",
+        started_at=started,
+        finished_at=started + timedelta(seconds=3.4),
+    )
+    services.message_add(team=team, author=agents["coder"], content="Done.", turn=turn)
+    page = manager.get("/teams/alpha/").content.decode()
+    assert "3,050 tokens · $0.0044 · 3.4 s" in page
+    assert "1,000 input, 2,000 read from cache, 0 written to cache, 50 output tokens" in page
+    assert '<time class="when" datetime="' in page
+    assert "of $<span id=\"team-max-cost\">5.00</span>" in page
+    assert "of the cost budget used" not in page
+    # From 80% of a budget the page warns.
+    Team.objects.filter(pk=team.pk).update(spent_usd="4.10", turn_count=170)
+    page = manager.get("/teams/alpha/").content.decode()
+    assert "⚠ 82% of the cost budget used ($4.10 of $5.00)" in page
+    assert "⚠ 85% of the turn budget used (170 of 200)" in page
+    listing = manager.get("/").content.decode()
+    assert "$4.1000 / $5.00" in listing and "budget-warn" in listing
+
+
+def test_team_list_counts_open_pm_requests_per_team(manager, team):
+    open_request(team)
+    listing = manager.get("/").content.decode()
+    assert 'data-field="requests"><a href="/pm/">1</a>' in listing
+    assert '<span id="open-requests">1</span> open PM request' in listing

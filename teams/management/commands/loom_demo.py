@@ -14,9 +14,11 @@ from teams.catalog import OFFLINE_MODEL
 from teams.models import ConsultantProfile, Team
 
 DEMO_SLUG = "demo"
+# Its first clause names what the offline model's lines are about: "a static-site
+# generator for Markdown notes".
 DEMO_GOAL = (
-    "Design a small command-line tool that turns a folder of Markdown notes into a "
-    "static website: agree on the scope, plan the modules, then review the plan."
+    "Design a static-site generator for Markdown notes: a command-line tool. Agree on "
+    "the scope, plan the modules, write a first outline, then review it."
 )
 DEMO_AGENTS = [
     {"name": "coach", "role": "coach"},

@@ -24,12 +24,12 @@ class Command(BaseCommand):
 
     def handle(self, *args, host, port, no_workers, **options):
         from channels.layers import get_channel_layer
-        from channels.worker import Worker
         from daphne.endpoints import build_endpoint_description_strings
         from daphne.server import Server
 
         from loomsite.asgi import application
-        from teams.engine.worker import WORKER_ID, run_sweeper
+        from teams.engine import deliveries
+        from teams.engine.worker import WORKER_ID, TurnWorker, run_sweeper
         from teams.events import TURNS_CHANNEL
 
         layer = get_channel_layer()
@@ -40,10 +40,17 @@ class Command(BaseCommand):
         def start_workers():
             if no_workers:
                 return
-            worker = Worker(application=application, channels=[TURNS_CHANNEL], channel_layer=layer)
+            worker = TurnWorker(
+                application=application, channels=[TURNS_CHANNEL], channel_layer=layer
+            )
             background.append(asyncio.ensure_future(worker.arun()))
             background.append(asyncio.ensure_future(run_sweeper()))
-            log.info("Turn worker %s and the sweeper are running in this process.", WORKER_ID)
+            deliveries.start_thread()  # webhooks, in a thread: a slow receiver blocks no turn
+            log.info(
+                "Turn worker %s, the sweeper and the webhook deliverer are running in this "
+                "process.",
+                WORKER_ID,
+            )
 
         _check_port_free(host, port)
         if settings.DEBUG and settings.SECRET_KEY_IS_DEFAULT:

@@ -1,23 +1,43 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from teams import conversation, pm_requests, selectors
+from teams import cloning, conversation, pm_requests, selectors
 from teams.errors import LoomError
-from teams.lifecycle import PM_ACTIONS
+from teams.lifecycle import PM_ACTIONS, TeamAction
 
 
 class Command(BaseCommand):
-    help = "Operate a team from the shell: start, pause, resume, status, answer SLUG [TEXT]."
+    help = (
+        "Operate a team from the shell: start, pause, resume, status, answer SLUG [TEXT]; "
+        "clone SLUG [NEW_SLUG] [--name NAME] runs a team again as a fresh idle copy."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("action", choices=["start", "pause", "resume", "status", "answer"])
+        parser.add_argument(
+            "action", choices=["start", "pause", "resume", "status", "answer", "clone"]
+        )
         parser.add_argument("slug")
-        parser.add_argument("text", nargs="?", default="", help="The answer, for `answer`.")
+        parser.add_argument(
+            "text",
+            nargs="?",
+            default="",
+            help="The answer, for `answer`; the new slug, for `clone` (default SLUG-2, -3...).",
+        )
+        parser.add_argument("--name", default=None, help="The copy's name, for `clone`.")
 
-    def handle(self, *args, action, slug, text, **options):
+    def handle(self, *args, action, slug, text, name=None, **options):
         try:
             team = selectors.team_get(slug=slug)
+            if action == "clone":
+                new_slug = text.strip() or cloning.next_free_slug(team.slug)
+                clone = cloning.team_clone(team=team, slug=new_slug, name=name)
+                self.stdout.write(
+                    f"{cloning.made_message(team=clone, source=team)} "
+                    f"Start it with: manage.py team start {clone.slug}"
+                )
+                return
             if action in PM_ACTIONS:
-                conversation.PM_ACTION_SERVICES[action](team=team)
+                report = conversation.team_pm_action(team=team, action=TeamAction(action))
+                self.stdout.write(report.text)
             elif action == "answer":
                 request = selectors.team_open_pm_request(team=team)
                 if request is None:

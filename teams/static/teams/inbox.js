@@ -28,6 +28,25 @@
     form.action = cfg.answer_url.replace("/0/", `/${r.id}/`);
     const csrf = el("input");
     csrf.type = "hidden"; csrf.name = "csrfmiddlewaretoken"; csrf.value = cfg.csrf;
+    if (r.kind === "budget") {  // quick choices, or a new budget
+      const choices = el("form", "budget-choices");
+      choices.method = "post"; choices.action = form.action;
+      choices.append(csrf.cloneNode());
+      (r.choices || []).forEach((choice) => {
+        const button = el("button", "", choice);
+        button.name = "answer"; button.value = choice;
+        choices.append(button, document.createTextNode(" "));
+      });
+      const figure = el("input");
+      figure.name = "answer"; figure.required = true;
+      figure.placeholder = "a new budget, e.g. 7.50 (dollars) or 300 (turns)";
+      form.className = "budget-figure";
+      form.append(csrf, figure, el("button", "", "Set the budget and resume"));
+      li.append(meta, el("p", "question", r.question), choices, form);
+      inbox.prepend(li);
+      refreshEmpty();
+      return;
+    }
     const answer = el("textarea");
     answer.name = "answer"; answer.rows = 2; answer.required = true; answer.placeholder = "Your answer";
     // Optional: the answer is also pinned as the anchor of this key.
@@ -57,7 +76,22 @@
     refreshEmpty();
   }
 
+  // 80% of a budget used: said until the budget is raised (the page lists them).
+  function warn(w) {
+    const list = document.getElementById("budget-warnings");
+    const which = w.budget === "turns" ? "turn" : "cost";
+    const shown = (n) => (w.budget === "turns" ? String(n) : `$${Number(n).toFixed(2)}`);
+    const li = el("li", "budget-warning");
+    li.dataset.team = w.team;
+    const link = el("a", "", w.team);
+    link.href = cfg.team_url.replace("SLUG", encodeURIComponent(w.team));
+    li.append(link, document.createTextNode(
+      `: ⚠ ${Math.floor(w.percent)}% of the ${which} budget used (${shown(w.used)} of ${shown(w.limit)}).`));
+    list.append(li);
+  }
+
   window.loomLive(() => cfg.ws, {
+    "budget.warning": warn,
     "pm_request.opened": (e) => add(e.request),
     "pm_request.answered": (e) => remove(e.request),
     "pm_request.open_list": (e) => settle(e.requests),

@@ -14,24 +14,102 @@
     return node;
   }
 
+  // --- following the conversation ------------------------------------------------
+  // The conversation scrolls in its own box. New messages scroll it along while the
+  // reader is at its bottom; a reader who scrolled up stays put and is offered
+  // "Jump to latest" with the count of what arrived since.
+  const jump = $("jump-latest");
+  let unseen = 0;
+  const atBottom = () =>
+    conversation.scrollHeight - conversation.scrollTop - conversation.clientHeight < 40;
+  function toLatest() {
+    conversation.scrollTop = conversation.scrollHeight;
+    unseen = 0;
+    jump.hidden = true;
+  }
+  jump.addEventListener("click", toLatest);
+  conversation.addEventListener("scroll", () => { if (atBottom()) toLatest(); });
+  toLatest();
+
+  // --- times: relative on the line, exact on hover ----------------------------------
+  function ago(date) {
+    const seconds = Math.max(0, Math.round((Date.now() - date.getTime()) / 1000));
+    if (seconds < 10) return "just now";
+    if (seconds < 60) return `${seconds} s ago`;
+    if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+    if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ago`;
+    return date.toLocaleDateString();
+  }
+  function timeEl(iso) {
+    const node = el("time", "when");
+    node.dateTime = iso;
+    node.title = new Date(iso).toLocaleString();
+    node.textContent = ago(new Date(iso));
+    return node;
+  }
+  function refreshTimes() {
+    conversation.querySelectorAll("time.when").forEach((node) => {
+      const date = new Date(node.dateTime);
+      node.title = date.toLocaleString();
+      node.textContent = ago(date);
+    });
+  }
+  refreshTimes();
+  setInterval(refreshTimes, 15000);
+
+  // --- a turn's tokens, cost and duration, on its last message (as the server does) --
+  function turnFigures(t) {
+    const tokens = t.input_tokens + t.output_tokens + t.cache_creation_tokens + t.cache_read_tokens;
+    const cost = Number(t.cost_usd);
+    let line = `${tokens.toLocaleString("en")} tokens · $${cost.toFixed(4)}`;
+    let title = `Turn ${t.number}, ${t.model || "no model call"}: ` +
+      `${t.input_tokens.toLocaleString("en")} input, ` +
+      `${t.cache_read_tokens.toLocaleString("en")} read from cache, ` +
+      `${t.cache_creation_tokens.toLocaleString("en")} written to cache, ` +
+      `${t.output_tokens.toLocaleString("en")} output tokens; $${cost.toFixed(6)}`;
+    if (t.duration_seconds !== null && t.duration_seconds !== undefined) {
+      line += ` · ${t.duration_seconds.toFixed(1)} s`;
+      title += `; ${t.duration_seconds.toFixed(2)} s`;
+    }
+    return {line, title};
+  }
+  const finishedTurns = new Map(); // turn id -> figures, for messages that come later
+  function showTurnFigures(turnId) {
+    const figures = finishedTurns.get(turnId);
+    const items = conversation.querySelectorAll(`li[data-turn="${turnId}"]`);
+    if (!figures || !items.length) return;
+    items.forEach((li) => li.querySelectorAll(".turn-meta").forEach((n) => n.remove()));
+    const meta = el("span", "turn-meta", figures.line);
+    meta.title = figures.title;
+    const last = items[items.length - 1];
+    last.insertBefore(meta, last.querySelector(".content"));
+  }
+
   function addMessage(m) {
     if (m.recipient) return; // private inbox traffic stays out of the team view
     if (conversation.querySelector(`li[data-id="${m.id}"]`)) return;
     const empty = $("no-messages");
     if (empty) empty.remove();
+    const following = atBottom();
     const li = el("li", `msg kind-${m.kind}`);
     li.dataset.id = m.id;
+    if (m.turn_id) li.dataset.turn = m.turn_id;
     li.append(el("span", "speaker", m.speaker), el("span", "phase", m.phase),
-              el("div", "content", m.content));
-    // Follow the conversation only when the reader is at the bottom already.
-    const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+              timeEl(m.created_at), el("div", "content", m.content));
     // Keep id order: catch-up after a reconnect may deliver older messages late.
     const last = conversation.querySelector("li[data-id]:last-child");
     const later = !last || Number(last.dataset.id) < m.id ? null
       : [...conversation.querySelectorAll("li[data-id]")].find((o) => Number(o.dataset.id) > m.id);
     conversation.insertBefore(li, later);
+    if (m.turn_id) showTurnFigures(m.turn_id);
     if (speaking.dataset.agent === m.speaker) stopSpeaking();
-    if (atBottom) li.scrollIntoView({block: "nearest"});
+    if (following) {
+      toLatest();
+    } else {
+      unseen += 1;
+      jump.textContent = `Jump to latest (${unseen} new)`;
+      jump.hidden = false;
+    }
   }
 
   function stopSpeaking() {
@@ -47,6 +125,7 @@
     $("team-phase").textContent = t.phase;
     $("team-turns").textContent = t.turn_count;
     if (t.spent_usd !== undefined) $("team-cost").textContent = t.spent_usd;
+    if (t.max_turns !== undefined) showBudgets(t);
     if (t.actions) {
       // Only the actions the status allows are shown (an idle team Start, a paused
       // one Resume, never both).
@@ -61,6 +140,35 @@
       if (t.pm_request) showRequest(t.pm_request);
       else $("pm-request").hidden = true;
     }
+  }
+
+  // Turns and cost against their budgets; a warning line per budget from the share
+  // the server names (worded by the server's template).
+  function showBudgets(t) {
+    const share = cfg.budget_warning_share;
+    const budgets = [
+      ["turn", t.turn_count, t.max_turns, (n) => n.toLocaleString("en"), "turns-meter"],
+      ["cost", Number(t.spent_usd), Number(t.max_cost_usd),
+       (n) => `$${n.toLocaleString("en", {minimumFractionDigits: 2, maximumFractionDigits: 2})}`,
+       "cost-meter"],
+    ];
+    $("team-max-turns").textContent = t.max_turns;
+    $("team-max-cost").textContent = Number(t.max_cost_usd).toFixed(2);
+    const list = $("budget-warnings");
+    list.replaceChildren();
+    budgets.forEach(([budget, used, limit, shown, meterId]) => {
+      const meter = $(meterId);
+      meter.max = limit;
+      meter.high = limit * share;
+      meter.value = used;
+      if (!limit || used < limit * share) return;
+      const line = cfg.budget_warning
+        .replace("{percent}", Math.floor((100 * used) / limit))
+        .replace("{budget}", budget)
+        .replace("{used}", shown(used))
+        .replace("{limit}", shown(limit));
+      list.append(el("li", "budget-warning", line));
+    });
   }
 
   // Catch-up on connect is bounded: say how many earlier messages are missing.
@@ -90,6 +198,16 @@
     box.dataset.id = r.id;
     $("pm-question").textContent = r.question;
     $("pm-answer-form").action = cfg.answer_url.replace("/0/", `/${r.id}/`);
+    // A budget request: quick choices (the server's) above the answer box.
+    const budget = r.kind === "budget";
+    box.dataset.kind = r.kind || "question";
+    $("pm-request-title").textContent = budget
+      ? "A budget is reached: the PM decides" : "The coach asks the PM";
+    const choices = $("pm-budget-choices");
+    choices.hidden = !budget;
+    choices.querySelectorAll("button[name=answer]").forEach((b, i) => {
+      if (budget && r.choices && r.choices[i]) b.value = b.textContent = r.choices[i];
+    });
     box.hidden = false;
   }
 
@@ -164,7 +282,7 @@
     const li = driftItem(d.agent);
     const head = el("div", "drift-head");
     head.append(el("span", "drift-name", d.agent), document.createTextNode(" "),
-                el("small", "", d.role), document.createTextNode(" "),
+                el("small", "", d.role === d.agent ? "" : d.role), document.createTextNode(" "),
                 el("span", "drift-score"), el("span", "drift-of", "/100"),
                 document.createTextNode(" "), el("span", "drift-meaning"));
     const levels = el("dl", "drift-hierarchy");
@@ -216,6 +334,8 @@
     },
     "turn.finished": (e) => {
       setStatus(e.team);
+      finishedTurns.set(e.turn.id, turnFigures(e.turn));
+      showTurnFigures(e.turn.id);
       if (speaking.dataset.agent === e.turn.agent) stopSpeaking();
       turnFinished(e.turn);
     },
@@ -227,6 +347,58 @@
     "query.answered": (e) => showQuery(e.query),
     "query.expired": (e) => showQuery(e.query),
   };
+
+  // --- posting as PM: in place, without a reload ------------------------------------
+  // (Without the script the form posts and the page reloads, which works too.)
+  const postForm = $("post-form");
+  const postText = $("post-content");
+  const postStatus = $("post-status");
+  const estimate = $("post-estimate");
+  function say(text, kind) {
+    postStatus.textContent = text;
+    postStatus.className = `post-status post-${kind}`;
+    postStatus.hidden = !text;
+  }
+  // Large texts: their estimated tokens (about 4 characters each), which every later
+  // turn will read, and the limit.
+  postText.addEventListener("input", () => {
+    const chars = postText.value.length;
+    const tokens = Math.ceil(chars / 4);
+    if (chars > cfg.post_limit) {
+      estimate.textContent = `Too long: ${chars.toLocaleString("en")} characters ` +
+        `(about ${tokens.toLocaleString("en")} tokens); at most ` +
+        `${cfg.post_limit.toLocaleString("en")} characters are accepted.`;
+      estimate.className = "hint post-estimate over";
+    } else if (tokens >= 500) {
+      estimate.textContent = `About ${tokens.toLocaleString("en")} tokens: every later turn ` +
+        "reads this.";
+      estimate.className = "hint post-estimate";
+    }
+    estimate.hidden = tokens < 500 && chars <= cfg.post_limit;
+  });
+  postForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const button = postForm.querySelector("button");
+    button.disabled = true;
+    say("Posting…", "pending");
+    fetch(postForm.action, {
+      method: "POST",
+      body: new FormData(postForm),
+      credentials: "same-origin",
+      headers: {Accept: "application/json"},
+    })
+      .then((response) => response.json().catch(() => ({detail: `The server answered ${response.status}.`}))
+        .then((body) => ({ok: response.ok, body})))
+      .then(({ok, body}) => {
+        say(body.detail, ok ? "ok" : "error");
+        if (ok) {
+          postText.value = "";
+          estimate.hidden = true;
+        }
+      })
+      .catch(() => say("Not posted: the server could not be reached. Try again.", "error"))
+      .finally(() => { button.disabled = false; });
+  });
 
   // `after` lets the server send what this page missed while not connected.
   window.loomLive(() => `${cfg.ws}?after=${lastId()}`, handlers);

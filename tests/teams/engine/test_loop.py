@@ -93,9 +93,12 @@ def test_anchor_block_and_mention_note(conversation_run):
             "conflicts with them:\n  [output_format]: static HTML\n</immutable-anchors>"
         ) in request.system_text
     coder_first = requests_of(conversation_run, "coder")[0]
-    assert "coach specifically addressed you with @coder" in coder_first.system_text
+    # The note is volatile: it comes last, after the cue and every cache breakpoint.
+    tail = coder_first.body["messages"][-1]["content"][-1]
+    assert "coach specifically addressed you with @coder" in tail["text"]
+    assert "cache_control" not in tail
     reviewer = requests_of(conversation_run, "reviewer")[0]
-    assert "specifically addressed you" not in reviewer.system_text
+    assert "specifically addressed you" not in reviewer.dump
     # The anchors and the note are outside the cached stable prefix.
     first_block = coder_first.body["system"][0]
     assert first_block["cache_control"] == {"type": "ephemeral"}

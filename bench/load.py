@@ -1,0 +1,254 @@
+"""Load: the scaled-out layout (2 daphne, 2 turn workers, 1 sweeper on PostgreSQL and
+Redis; scripts/scaled_out.py) with teams talking, 100 WebSocket clients on their
+team sockets and 50 REST API requests per second, for 60 seconds, on loopback.
+
+The teams' agents run on the fake Messages API server (one short line per call
+after --latency seconds). The clients are spread over the web processes and the
+teams; each reconnects (with ?after=<last message id>, as the live view does) if
+its socket drops. Prints API latency p50/p95/p99 and errors, socket connect errors,
+and events delivered against events published: every conversation message written
+while a client was watching must reach it, live or in the catch-up on reconnect.
+
+Run: .venv/bin/python bench/load.py [--seconds 60] [--clients 100] [--rate 50] [--teams 10]
+     [--postgres postgres://postgres@127.0.0.1:5432/test] [--redis redis://127.0.0.1:6379/6]
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--clients", type=int, default=100)
+    parser.add_argument("--rate", type=float, default=50, help="API requests per second")
+    parser.add_argument("--teams", type=int, default=10)
+    parser.add_argument("--latency", type=float, default=0.3)
+    parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/6")
+    args = parser.parse_args()
+
+    from throughput import fresh_postgres  # the same fresh bench database as there
+
+    database_url = fresh_postgres(args.postgres)
+    secret = "bench-only-" + os.urandom(16).hex()
+    os.environ.update(
+        DJANGO_SETTINGS_MODULE="loomsite.settings",
+        LOOM_DATABASE_URL=database_url,
+        LOOM_REDIS_URL=args.redis,
+        LOOM_SECRET_KEY=secret,
+        LOOM_DEBUG="0",
+        NO_PROXY="127.0.0.1,localhost",
+    )
+    from scaled_out import Layout
+
+    from tests.fakes.messages_api import FakeMessagesAPI, text
+
+    with FakeMessagesAPI(lambda request: text("Noted.", delay=args.latency)) as api:
+        layout = Layout(
+            database_url=database_url,
+            redis_url=args.redis,
+            web=2,
+            workers=2,
+            env={
+                "ANTHROPIC_API_KEY": "sk-bench",
+                "ANTHROPIC_BASE_URL": api.url,
+                "LOOM_SECRET_KEY": secret,
+                "LOOM_API_RATE": "100000/min",
+                "LOOM_DEBUG": "0",
+            },
+        )
+        with layout:
+            import django
+
+            django.setup()
+            token, team_tokens = make_teams(args.teams)
+            report(args, *asyncio.run(run_load(args, layout.urls, token, team_tokens)))
+
+
+def make_teams(count: int) -> tuple[str, dict[str, str]]:
+    """The talking teams (as bench/throughput.py makes them), an account token for the
+    API, and a team token per team for the sockets (a caller may hold 20 at most)."""
+    from throughput import make_teams as make_talking_teams
+
+    from teams import services
+    from teams.models import Team
+
+    token = make_talking_teams(count)
+    team_tokens = {
+        team.slug: services.api_token_create(team=team, label="bench sockets")[1]
+        for team in Team.objects.all()
+    }
+    return token, team_tokens
+
+
+def http(method: str, url: str, token: str) -> tuple[int, float]:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(
+        url,
+        method=method,
+        data=b"" if method == "POST" else None,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    start = time.perf_counter()
+    try:
+        with opener.open(request, timeout=30) as response:
+            response.read()
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except OSError:
+        status = 0
+    return status, (time.perf_counter() - start) * 1000
+
+
+class Client:
+    """One WebSocket client of one team: the conversation messages it received."""
+
+    def __init__(self, url: str, slug: str, token: str):
+        self.url, self.slug, self.token = url, slug, token
+        self.received: set[int] = set()
+        self.watching_since: float | None = None
+        self.connect_errors = 0
+        self.reconnects = 0
+
+    async def run(self, stop: asyncio.Event):
+        import websockets
+
+        after = 0
+        while not stop.is_set():
+            ws_url = self.url.replace("http", "ws") + f"/ws/teams/{self.slug}/?after={after}"
+            try:
+                async with websockets.connect(
+                    ws_url, additional_headers={"Authorization": f"Bearer {self.token}"}
+                ) as socket:
+                    if self.watching_since is None:
+                        self.watching_since = time.time()
+                    while not stop.is_set():
+                        try:
+                            raw = await asyncio.wait_for(socket.recv(), timeout=0.5)
+                        except TimeoutError:
+                            continue
+                        event = json.loads(raw)
+                        message = event.get("message")
+                        if event.get("event") == "message.created" and not message["recipient"]:
+                            self.received.add(message["id"])
+                            after = max(after, message["id"])
+            except Exception:  # noqa: BLE001 - a dropped or refused socket: count, retry
+                if stop.is_set():
+                    break
+                if self.watching_since is None:
+                    self.connect_errors += 1
+                self.reconnects += 1
+                await asyncio.sleep(0.5)
+
+
+async def run_load(args, urls: list[str], token: str, team_tokens: dict[str, str]):
+    slugs = [f"t{n:03d}" for n in range(args.teams)]
+    loop = asyncio.get_running_loop()
+    pool = ThreadPoolExecutor(max_workers=64)
+    for slug in slugs:
+        status, _ = await loop.run_in_executor(
+            pool, http, "POST", f"{urls[0]}/api/teams/{slug}/start", token
+        )
+        assert status == 200, status
+    stop = asyncio.Event()
+    clients = [
+        Client(urls[i % len(urls)], slugs[i % len(slugs)], team_tokens[slugs[i % len(slugs)]])
+        for i in range(args.clients)
+    ]
+    tasks = [asyncio.create_task(c.run(stop)) for c in clients]
+    await asyncio.sleep(2)  # every client connected and watching
+    started = time.time()
+    results: list[tuple[int, float]] = []
+    lock = threading.Lock()
+
+    def one_request(n: int):
+        url = urls[n % len(urls)]
+        path = [f"/api/teams/{slugs[n % len(slugs)]}/messages?limit=20", "/api/teams"][n % 2]
+        outcome = http("GET", url + path, token)
+        with lock:
+            results.append(outcome)
+
+    futures, n = [], 0
+    interval = 1 / args.rate
+    next_at = time.monotonic()
+    end = next_at + args.seconds
+    while time.monotonic() < end:
+        futures.append(loop.run_in_executor(pool, one_request, n))
+        n += 1
+        next_at += interval
+        await asyncio.sleep(max(0, next_at - time.monotonic()))
+    await asyncio.gather(*futures)
+    ended = time.time()
+    await asyncio.sleep(3)  # the last events of the window arrive
+    stop.set()
+    await asyncio.gather(*tasks)
+    pool.shutdown()
+    return results, clients, started, ended
+
+
+def report(args, results, clients, started, ended):
+    from datetime import datetime
+
+    from teams.models import Message
+
+    latencies = sorted(ms for _, ms in results)
+    errors = sum(1 for status, _ in results if status != 200)
+
+    def pct(p):
+        return latencies[min(len(latencies) - 1, int(len(latencies) * p))]
+
+    published = delivered = 0
+    missing_clients = 0
+    window_end = datetime.fromtimestamp(ended, tz=UTC)
+    by_team: dict[str, set[int]] = {}
+    for client in clients:
+        since = datetime.fromtimestamp(client.watching_since or ended, tz=UTC)
+        key = f"{client.slug}@{since.timestamp()}"
+        if key not in by_team:
+            by_team[key] = set(
+                Message.objects.filter(
+                    team__slug=client.slug,
+                    recipient__isnull=True,
+                    created_at__gte=since,
+                    created_at__lt=window_end,
+                ).values_list("id", flat=True)
+            )
+        expected = by_team[key]
+        published += len(expected)
+        delivered += len(expected & client.received)
+        missing_clients += bool(expected - client.received)
+    seconds = ended - started
+    print("layout: 2 daphne, 2 runworker, 1 sweep; PostgreSQL + Redis; loopback")
+    print(f"teams talking: {args.teams}; model latency {args.latency} s; window {seconds:.0f} s")
+    print(f"API: {len(results)} requests ({len(results) / seconds:.1f}/s), errors {errors}")
+    print(f"API latency: p50 {pct(0.5):.0f} ms, p95 {pct(0.95):.0f} ms, p99 {pct(0.99):.0f} ms")
+    if latencies:
+        print(f"API latency mean {statistics.mean(latencies):.0f} ms, max {latencies[-1]:.0f} ms")
+    connect_errors = sum(c.connect_errors for c in clients)
+    reconnects = sum(c.reconnects for c in clients)
+    print(f"WebSocket clients: {len(clients)}; connect errors {connect_errors}; drops {reconnects}")
+    print(
+        f"events delivered / published (per client, summed): {delivered} / {published}"
+        f"; clients missing any: {missing_clients}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""A team's webhooks (the PM's): list, create (the secret shown once), delete, and
+each webhook's delivery log."""
+
+from ninja import Query, Router, Status
+
+from teams import webhooks
+from teams.api.auth import caller
+from teams.api.schemas import (
+    MAX_ID,
+    PAGE_DEFAULT,
+    PAGE_MAX,
+    WebhookCreatedOut,
+    WebhookDeliveryOut,
+    WebhookDeliveryPage,
+    WebhookIn,
+    WebhookOut,
+    page_of,
+    responses,
+)
+from teams.errors import NotFound
+from teams.models import Team, Webhook, WebhookDeliveryStatus
+
+router = Router(tags=["webhooks"])
+
+
+def _pm_team(request, team: str, doing: str, *, person: bool = False) -> Team:
+    """The team, for its PM; making or deleting a webhook takes a person too (a leaked
+    team token must not be able to send the team's events elsewhere)."""
+    who = caller(request)
+    row = who.team(team)
+    who.require_pm(doing)
+    if person:
+        who.require_person(doing)
+    return row
+
+
+def _webhook(team: Team, webhook_id: int) -> Webhook:
+    webhook = team.webhooks.filter(pk=webhook_id).first() if 0 < webhook_id <= MAX_ID else None
+    if webhook is None:
+        raise NotFound(f"Team {team.slug!r} has no webhook {webhook_id}.")
+    return webhook
+
+
+@router.get(
+    "/teams/{team}/webhooks",
+    response=responses({200: list[WebhookOut]}, 404),
+    operation_id="webhooks_list",
+)
+def webhooks_list(request, team: str):
+    """The team's webhooks (never their secrets), oldest first."""
+    row = _pm_team(request, team, "see the team's webhooks")
+    return [WebhookOut.of(w) for w in row.webhooks.order_by("id")]
+
+
+@router.post(
+    "/teams/{team}/webhooks",
+    response=responses({201: WebhookCreatedOut}, 400, 404, 409),
+    operation_id="webhooks_create",
+)
+def webhooks_create(request, team: str, payload: WebhookIn):
+    """A new webhook: the events are POSTed to the URL, signed with its secret, which is
+    in this response only (Loom keeps it encrypted, to sign with)."""
+    row = _pm_team(request, team, "make webhooks", person=True)
+    webhook, secret = webhooks.webhook_create(
+        team=row, url=payload.url, events=list(payload.events), enabled=payload.enabled
+    )
+    return Status(201, WebhookCreatedOut(**WebhookOut.of(webhook).model_dump(), secret=secret))
+
+
+@router.delete(
+    "/teams/{team}/webhooks/{webhook_id}",
+    response=responses({204: None}, 404),
+    operation_id="webhooks_delete",
+)
+def webhooks_delete(request, team: str, webhook_id: int):
+    """Delete a webhook and its delivery log: nothing more is sent to it."""
+    row = _pm_team(request, team, "delete webhooks", person=True)
+    webhooks.webhook_delete(webhook=_webhook(row, webhook_id))
+    return Status(204, None)
+
+
+@router.get(
+    "/teams/{team}/webhooks/{webhook_id}/deliveries",
+    response=responses({200: WebhookDeliveryPage}, 404),
+    operation_id="webhooks_deliveries",
+)
+def webhooks_deliveries(
+    request,
+    team: str,
+    webhook_id: int,
+    after: int = Query(0, ge=0, le=MAX_ID, description="Return what comes after this id."),
+    limit: int = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX),
+    status: WebhookDeliveryStatus | None = None,
+):
+    """The webhook's deliveries, oldest first: event, status, attempts, the last
+    answer or error, and the body sent."""
+    row = _pm_team(request, team, "see the webhooks' deliveries")
+    deliveries = webhooks.webhook_deliveries(webhook=_webhook(row, webhook_id)).filter(id__gt=after)
+    if status is not None:
+        deliveries = deliveries.filter(status=status)
+    page, has_more = page_of(deliveries, limit)
+    return WebhookDeliveryPage(
+        deliveries=[WebhookDeliveryOut.of(d) for d in page],
+        next_after=page[-1].id if page else after,
+        has_more=has_more,
+    )

@@ -1,0 +1,217 @@
+"""Budgets as PM decisions (teams/budgets.py), through the agent loop: the real
+anthropic client against the fake Messages API, whose replies cost money (Sonnet:
+100k input and 2k output tokens are $0.33 a call).
+
+A call that would cross a cost budget is not made; at 80% the PM is warned once; at
+the cap the team pauses with a budget request, answered with a quick choice or a
+new cap, and the conversation says who decided."""
+
+from decimal import Decimal
+
+import pytest
+
+from teams import budgets, conversation, pm_requests, webhooks
+from teams.errors import InvalidInput
+from teams.models import Message, PMRequest, Team, Turn, WebhookDelivery
+from tests.fakes.messages_api import text
+from tests.helpers import client_for, drain, state
+
+CALL = Decimal("0.33")
+
+
+def costly(request):
+    return text("Noted.", input_tokens=100_000, output_tokens=2000)
+
+
+@pytest.fixture
+def hooked(team):
+    """Budget warnings and PM requests are queued for the PM's server (no delivery
+    runs in these tests: the rows are what the PM's server would be sent)."""
+    webhooks.webhook_create(
+        team=team, url="http://127.0.0.1:9/loom", events=["budget.warning", "pm_request.opened"]
+    )
+
+
+def deliveries(event):
+    return [d.payload["data"] for d in WebhookDelivery.objects.filter(event=event).order_by("id")]
+
+
+def fresh(team) -> Team:
+    return Team.objects.get(pk=team.pk)
+
+
+def notes():
+    return [m.content for m in Message.objects.filter(kind=Message.Kind.SYSTEM).order_by("id")]
+
+
+@pytest.fixture
+def at_the_cap(team, hooked, messages_api):
+    """Alpha with a $1.00 budget after three $0.33 calls: the fourth would cross it."""
+    Team.objects.filter(pk=team.pk).update(max_cost_usd=Decimal("1.00"))
+    api = messages_api(costly)
+    conversation.team_start(team=fresh(team))
+    drain(team)
+    return api
+
+
+def test_a_call_that_would_cross_the_cost_budget_is_not_made(at_the_cap, team):
+    assert len(at_the_cap.requests) == 3  # the fourth speaker's call never left
+    team = fresh(team)
+    assert team.spent_usd == 3 * CALL and team.status == Team.Status.PAUSED
+    blocked = Turn.objects.order_by("id").last()
+    assert blocked.agent.name == "reviewer" and blocked.status == Turn.Status.CANCELLED
+    assert blocked.cost_usd == 0
+    assert (
+        notes()[-1].startswith("The next model call of reviewer (up to $0.0")
+        and "would cross the team's cost budget; it was not made." in notes()[-1]
+    )
+
+
+def test_the_warning_and_the_budget_request_come_once_each(at_the_cap, team):
+    assert deliveries("budget.warning") == [
+        {"budget": "cost", "used": 0.99, "limit": 1.0, "percent": 99.0}
+    ]
+    (request,) = PMRequest.objects.filter(team=team)
+    assert request.kind == PMRequest.Kind.BUDGET and request.status == PMRequest.Status.OPEN
+    assert request.question == "Budget reached: $0.99 of $1.00"
+    assert [d["question"] for d in deliveries("pm_request.opened")] == [request.question]
+    assert deliveries("pm_request.opened")[0]["choices"] == ["Raise by 50%", "Double", "Stop"]
+    # Resuming without deciding stops again at once, with no second request.
+    conversation.team_resume(team=fresh(team))
+    drain(team)
+    assert len(at_the_cap.requests) == 3
+    assert fresh(team).status == Team.Status.PAUSED
+    assert PMRequest.objects.filter(team=team).count() == 1
+    assert len(deliveries("budget.warning")) == 1
+
+
+def test_raise_by_50_percent_raises_the_cap_and_the_team_resumes(at_the_cap, team, pm):
+    request = PMRequest.objects.get(team=team)
+    pm_requests.pm_request_answer(request_id=request.id, answer="Raise by 50%", user=pm)
+    team = fresh(team)
+    assert team.max_cost_usd == Decimal("1.50") and team.status == Team.Status.RUNNING
+    assert team.cost_warned_at is None  # the warning is armed again, for the new cap
+    assert "Cost budget raised from $1.00 to $1.50 by pm (alice)." in notes()
+    request.refresh_from_db()
+    assert request.status == "answered" and request.answered_by == pm
+    # The blocked speaker goes first; its call is made now.
+    assert Turn.objects.get(status=Turn.Status.QUEUED).agent.name == "reviewer"
+    drain(team)
+    assert len(at_the_cap.requests) == 5  # $1.32 + up to $0.05 fits; then $1.65 is over
+    assert at_the_cap.requests[3].agent == "reviewer"
+    assert [w["limit"] for w in deliveries("budget.warning")] == [1.0, 1.5]
+    latest = PMRequest.objects.filter(team=team).first()
+    assert latest.question == "Budget reached: $1.65 of $1.50" and latest.status == "open"
+    assert fresh(team).status == Team.Status.PAUSED
+
+
+def test_stop_leaves_the_team_paused(at_the_cap, team, pm):
+    request = PMRequest.objects.get(team=team)
+    pm_requests.pm_request_answer(request_id=request.id, answer="stop", user=pm)
+    team = fresh(team)
+    assert team.status == Team.Status.PAUSED and team.max_cost_usd == Decimal("1.00")
+    request.refresh_from_db()
+    assert request.status == "answered" and request.answer == "stop"
+    assert notes()[-1] == "Cost budget kept at $1.00 by pm (alice): the team stays paused."
+    assert not Turn.objects.filter(status=Turn.Status.QUEUED).exists()
+    assert len(at_the_cap.requests) == 3
+
+
+def test_a_figure_sets_the_new_cap(at_the_cap, team, pm):
+    request = PMRequest.objects.get(team=team)
+    pm_requests.pm_request_answer(request_id=request.id, answer="$2", user=pm)
+    assert fresh(team).max_cost_usd == Decimal("2.00")
+    assert "Cost budget raised from $1.00 to $2.00 by pm (alice)." in notes()
+
+
+@pytest.mark.parametrize(
+    "answer, error",
+    [
+        ("$0.50", "A budget of $0.50 is not above the $0.99 used already"),
+        ("0.99", "A budget of $0.99 is not above the $0.99 used already"),
+        ("maybe later", "Answer a budget request with Raise by 50%, Double, Stop or a figure"),
+        ("-3", "Answer a budget request with"),
+        ("50 turns", "Answer a budget request with"),
+    ],
+)
+def test_bad_answers_are_refused_and_change_nothing(at_the_cap, team, pm, answer, error):
+    request = PMRequest.objects.get(team=team)
+    before = state()
+    with pytest.raises(InvalidInput, match=error.replace("$", r"\$")):
+        pm_requests.pm_request_answer(request_id=request.id, answer=answer, user=pm)
+    assert state() == before
+
+
+def test_the_turn_budget_asks_the_pm_too(team, pm, messages_api):
+    Team.objects.filter(pk=team.pk).update(max_turns=3)
+    api = messages_api(lambda r: text("Noted."))
+    conversation.team_start(team=fresh(team))
+    drain(team)
+    request = PMRequest.objects.get(team=team)
+    assert request.question == "Turn budget reached: 3 of 3 turns"
+    assert request.budget == "turns" and fresh(team).status == Team.Status.PAUSED
+    with pytest.raises(InvalidInput, match="not above the 3 turns used already"):
+        pm_requests.pm_request_answer(request_id=request.id, answer="2", user=pm)
+    pm_requests.pm_request_answer(request_id=request.id, answer="Double", user=pm)
+    assert "Turn budget raised from 3 to 6 by pm (alice)." in notes()
+    assert fresh(team).turns_warned_at is None
+    drain(team)
+    assert len(api.requests) == 6
+    assert PMRequest.objects.filter(team=team).first().question == (
+        "Turn budget reached: 6 of 6 turns"
+    )
+
+
+def test_an_agents_own_budget(team, agents, pm, messages_api):
+    coder = agents["coder"]
+    coder.max_cost_usd = Decimal("0.02")  # less than its first call may cost
+    coder.save()
+    api = messages_api(costly)
+    conversation.team_start(team=fresh(team))
+    drain(team)
+    assert [r.agent for r in api.requests] == ["coach", "researcher"]
+    request = PMRequest.objects.get(team=team)
+    assert request.question == "Budget reached: $0.00 of $0.02 (the budget of coder)"
+    assert request.agent == coder
+    pm_requests.pm_request_answer(request_id=request.id, answer="1", user=pm)
+    coder.refresh_from_db()
+    assert coder.max_cost_usd == Decimal("1.00")
+    assert "Cost budget of coder raised from $0.02 to $1.00 by pm (alice)." in notes()
+    assert fresh(team).max_cost_usd == Decimal("5.00")  # the team's is unchanged
+    drain(team, limit=1)
+    assert api.requests[-1].agent == "coder"
+
+
+def test_the_estimate_counts_the_request_and_the_output_it_may_take(db):
+    system = [{"type": "text", "text": "x" * 4000}]
+    estimate = budgets.call_estimate(
+        model="claude-sonnet-4-6", system=system, messages=[], tools=[], max_tokens=1000
+    )
+    # ~1,000 input tokens at $3 and 1,000 output tokens at $15 per million.
+    assert Decimal("0.018") <= estimate <= Decimal("0.0185")
+    free = budgets.call_estimate(
+        model="loom-offline", system=system, messages=[], tools=[], max_tokens=1000
+    )
+    assert free == 0
+
+
+def test_the_inbox_offers_the_quick_choices_and_lists_the_warning(at_the_cap, team, pm):
+    page = client_for(pm).get("/pm/").content.decode()
+    assert "Budget reached: $0.99 of $1.00" in page
+    for choice in ("Raise by 50%", "Double", "Stop"):
+        assert f'value="{choice}"' in page
+    assert "99% of the cost budget used ($0.99 of $1.00)" in page
+
+
+def test_the_api_answers_a_budget_request(at_the_cap, team, pm):
+    from tests.helpers import ApiClient
+
+    request = PMRequest.objects.get(team=team)
+    api = ApiClient(client=client_for(pm))
+    listed = api.get("/teams/alpha/pm-requests", status="open").json()
+    assert listed[0]["kind"] == "budget" and listed[0]["choices"][0] == "Raise by 50%"
+    refused = api.post(f"/teams/alpha/pm-requests/{request.id}/answer", {"answer": "soon"})
+    assert refused.status_code == 422
+    answered = api.post(f"/teams/alpha/pm-requests/{request.id}/answer", {"answer": "Double"})
+    assert answered.status_code == 200 and answered.json()["status"] == "answered"
+    assert fresh(team).max_cost_usd == Decimal("2.00")
