@@ -196,33 +196,39 @@ async def run_load(args, urls: list[str], token: str, team_tokens: dict[str, str
         await asyncio.sleep(max(0, next_at - time.monotonic()))
     await asyncio.gather(*futures)
     ended = time.time()
-    await asyncio.sleep(3)  # the last events of the window arrive
+    # The teams stop talking; then every client gets up to 30 s to read what is still
+    # on its way (a loaded machine queues events; queued is not lost).
+    for slug in slugs:
+        await loop.run_in_executor(pool, http, "POST", f"{urls[0]}/api/teams/{slug}/pause", token)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        expected = await asyncio.to_thread(expected_messages, clients, ended)
+        if all(expected[i] <= c.received for i, c in enumerate(clients)):
+            break
+        await asyncio.sleep(1)
     stop.set()
     await asyncio.gather(*tasks)
     pool.shutdown()
     return results, clients, started, ended
 
 
-def report(args, results, clients, started, ended):
+def expected_messages(clients, ended) -> list[set[int]]:
+    """Per client: the conversation messages of its team written while it watched."""
     from datetime import datetime
+
+    from django.db import close_old_connections
 
     from teams.models import Message
 
-    latencies = sorted(ms for _, ms in results)
-    errors = sum(1 for status, _ in results if status != 200)
-
-    def pct(p):
-        return latencies[min(len(latencies) - 1, int(len(latencies) * p))]
-
-    published = delivered = 0
-    missing_clients = 0
+    close_old_connections()
     window_end = datetime.fromtimestamp(ended, tz=UTC)
-    by_team: dict[str, set[int]] = {}
+    cache: dict[tuple, set[int]] = {}
+    out = []
     for client in clients:
         since = datetime.fromtimestamp(client.watching_since or ended, tz=UTC)
-        key = f"{client.slug}@{since.timestamp()}"
-        if key not in by_team:
-            by_team[key] = set(
+        key = (client.slug, since)
+        if key not in cache:
+            cache[key] = set(
                 Message.objects.filter(
                     team__slug=client.slug,
                     recipient__isnull=True,
@@ -230,7 +236,21 @@ def report(args, results, clients, started, ended):
                     created_at__lt=window_end,
                 ).values_list("id", flat=True)
             )
-        expected = by_team[key]
+        out.append(cache[key])
+    return out
+
+
+def report(args, results, clients, started, ended):
+
+
+    latencies = sorted(ms for _, ms in results)
+    errors = sum(1 for status, _ in results if status != 200)
+
+    def pct(p):
+        return latencies[min(len(latencies) - 1, int(len(latencies) * p))]
+
+    published = delivered = missing_clients = 0
+    for client, expected in zip(clients, expected_messages(clients, ended), strict=True):
         published += len(expected)
         delivered += len(expected & client.received)
         missing_clients += bool(expected - client.received)
