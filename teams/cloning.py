@@ -46,6 +46,7 @@ AGENT_COPIED = (
     "role_prompt",
     "position",
     "context_budget_tokens",
+    "max_cost_usd",
     "trajectory",
     "tactic",
     "action",

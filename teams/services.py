@@ -130,8 +130,15 @@ def team_update(*, team: Team, fields: list[str]) -> Team:
     validated(team, exclude=[f for f in TEAM_SETTINGS if f not in fields])
     if not fields:
         return team
+    # A changed budget is a new budget: its 80% warning is armed again (as a budget
+    # request's answer does, teams.budgets.budget_apply).
+    caps = {"max_cost_usd": "cost_warned_at", "max_turns": "turns_warned_at"}
+    stored = Team.objects.filter(pk=team.pk).values(*caps).first() or {}
+    rearmed = [w for f, w in caps.items() if f in fields and stored.get(f) != getattr(team, f)]
+    for field in rearmed:
+        setattr(team, field, None)
     with integrity_as(Conflict(f"A team with slug {team.slug!r} already exists.", field="slug")):
-        team.save(update_fields=[*fields, "updated_at"])
+        team.save(update_fields=[*fields, *rearmed, "updated_at"])
     return team
 
 

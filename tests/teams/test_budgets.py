@@ -215,3 +215,19 @@ def test_the_api_answers_a_budget_request(at_the_cap, team, pm):
     answered = api.post(f"/teams/alpha/pm-requests/{request.id}/answer", {"answer": "Double"})
     assert answered.status_code == 200 and answered.json()["status"] == "answered"
     assert fresh(team).max_cost_usd == Decimal("2.00")
+
+
+def test_a_budget_changed_in_the_settings_warns_again_at_80_percent(team):
+    """Raising a cap in the admin or through PATCH re-arms its warning, as a budget
+    request's answer does; saving the same cap again does not."""
+    from teams import services
+
+    Team.objects.filter(pk=team.pk).update(spent_usd=Decimal("4.50"), turn_count=170)
+    assert budgets.budget_check(fresh(team)) == ["cost", "turns"]
+    same = fresh(team)
+    services.team_update(team=same, fields=["max_cost_usd", "max_turns"])
+    assert budgets.budget_check(fresh(team)) == []  # unchanged caps: told already
+    raised = fresh(team)
+    raised.max_cost_usd, raised.max_turns = Decimal("5.50"), 210
+    services.team_update(team=raised, fields=["max_cost_usd", "max_turns"])
+    assert budgets.budget_check(fresh(team)) == ["cost", "turns"]  # 82% and 81% of the new caps

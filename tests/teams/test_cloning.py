@@ -357,3 +357,11 @@ def test_the_admin_action_is_for_those_who_change_teams(lived, pm):
     pm.user_permissions.add(Permission.objects.get(codename="change_team"))
     page = client_for(pm).get(reverse("admin:teams_team_changelist")).content.decode()
     assert "start_teams" in page and "run_again" in page
+
+
+def test_the_copy_keeps_each_agents_own_cost_budget(team, agents):
+    """An agent's cost budget is part of what the team is: running it again keeps it."""
+    Agent.objects.filter(pk=agents["coder"].pk).update(max_cost_usd=Decimal("0.5000"))
+    clone = cloning.team_clone(team=team, slug="alpha-2")
+    assert clone.agents.get(name="coder").max_cost_usd == Decimal("0.5000")
+    assert clone.agents.get(name="coach").max_cost_usd is None

@@ -89,3 +89,13 @@ def test_only_superusers_edit_prices(team, pm, superuser):
     )
     assert response.status_code == 302
     assert cost_of("claude-sonnet-4-6", MILLION_IN) == Decimal("2.5")
+
+
+def test_a_refused_price_list_names_no_other_teams_models(team, pm, other_team):
+    """A PM sent away from the price list (403) is not told, on their next page, which
+    unpriced models other teams used."""
+    coach = other_team.agents.get(name="coach")
+    Turn.objects.create(team=other_team, agent=coach, status="done", model="secret-model-9")
+    manager = client_for(pm)
+    assert manager.get(reverse("admin:teams_modelprice_changelist")).status_code == 403
+    assert "secret-model-9" not in manager.get(reverse("admin:index")).content.decode()

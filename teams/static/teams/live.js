@@ -400,6 +400,10 @@
       .finally(() => { button.disabled = false; });
   });
 
+  // "Run again" makes a team: a double click must not make two.
+  const runAgain = $("run-again");
+  if (runAgain) runAgain.form.addEventListener("submit", () => { runAgain.disabled = true; });
+
   // `after` lets the server send what this page missed while not connected.
   window.loomLive(() => `${cfg.ws}?after=${lastId()}`, handlers);
 })();
