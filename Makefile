@@ -8,8 +8,9 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 REDIS_URL ?= redis://127.0.0.1:6379/0
 # The second run, on PostgreSQL: the browser tests (which exercise the pages, not the
-# database) ran in the first, and Schemathesis repeats its seed with fewer cases.
-PG_RUN = LOOM_SCHEMATHESIS_EXAMPLES=10 $(PY) -m pytest --ignore=tests/browser
+# database) and the settings tests (which read the environment, not the database) ran
+# in the first, and Schemathesis repeats its seed with fewer cases.
+PG_RUN = LOOM_SCHEMATHESIS_EXAMPLES=10 $(PY) -m pytest --ignore=tests/browser --ignore=tests/loomsite
 
 .PHONY: install dev run test lint bench clean screenshots
 

@@ -61,6 +61,20 @@ def _line(x1, y1, x2, y2, color):
     )
 
 
+def _svg(parts: list, label: str) -> str:
+    """The chart: its parts (already escaped markup) in an SVG that scales down."""
+    return format_html(
+        '<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" '
+        'style="max-width:100%;height:auto" role="img" aria-label="{}">{}</svg>',
+        WIDTH,
+        HEIGHT,
+        WIDTH,
+        HEIGHT,
+        label,
+        mark_safe("".join(parts)),
+    )
+
+
 def drift_and_tokens(turns) -> str:
     """Bars: input tokens per turn (right axis); line: the drift score after each turn
     (left axis, 0-100); x: the turns' numbers, oldest on the left."""
@@ -169,16 +183,7 @@ def drift_and_tokens(turns) -> str:
     )
     parts.append(_text(legend_x + 19, 19, "drift score (0-100)", "start"))
 
-    return format_html(
-        '<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" '
-        'style="max-width:100%;height:auto" role="img" aria-label="{}">{}</svg>',
-        WIDTH,
-        HEIGHT,
-        WIDTH,
-        HEIGHT,
-        f"drift score and input tokens over the last {n} turns",
-        mark_safe("".join(parts)),
-    )
+    return _svg(parts, f"drift score and input tokens over the last {n} turns")
 
 
 AGENT_COLORS = ("#1c7ed6", "#d9480f", "#2b8a3e", "#862e9c", "#e67700", "#0b7285", "#c2255c")
@@ -250,13 +255,4 @@ def tokens_by_agent(turns) -> str:
         )
         parts.append(_text(legend_x + 19, 19, name, "start"))
         legend_x += 30 + 7 * len(name)
-    return format_html(
-        '<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" '
-        'style="max-width:100%;height:auto" role="img" aria-label="{}">{}</svg>',
-        WIDTH,
-        HEIGHT,
-        WIDTH,
-        HEIGHT,
-        f"input tokens per turn of each agent over turns {first} to {last}",
-        mark_safe("".join(parts)),
-    )
+    return _svg(parts, f"input tokens per turn of each agent over turns {first} to {last}")
