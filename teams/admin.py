@@ -9,6 +9,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -1054,6 +1055,26 @@ class ApiTokenForm(forms.ModelForm):
         return data
 
 
+def shown_once(model_admin, request, title: str, **context) -> TemplateResponse:
+    """The page after making a token or a webhook: its secret in this response's body
+    only (not in a message, whose cookie is signed, not encrypted; not in the session
+    or a redirect), never cached (templates/admin/teams/<model>/created.html)."""
+    opts = model_admin.opts
+    response = TemplateResponse(
+        request,
+        f"admin/teams/{opts.model_name}/created.html",
+        {
+            **model_admin.admin_site.each_context(request),
+            "title": title,
+            "opts": opts,
+            "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
+            **context,
+        },
+    )
+    add_never_cache_headers(response)
+    return response
+
+
 @admin.register(ApiToken)
 class ApiTokenAdmin(TeamScopedAdmin):
     """Team tokens are made here (the key shown once) and revoked with the action;
@@ -1105,26 +1126,17 @@ class ApiTokenAdmin(TeamScopedAdmin):
         if raw_key is None:
             return super().response_add(request, obj, post_url_continue)
         del obj._raw_key
-        opts = self.opts
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "API token created",
-            "opts": opts,
-            "token": obj,
-            "raw_key": raw_key,
-            "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
-        }
-        response = TemplateResponse(request, "admin/teams/apitoken/created.html", context)
-        add_never_cache_headers(response)
-        return response
+        return shown_once(
+            self, request, "API token created", crumb=obj.name, token=obj, raw_key=raw_key
+        )
 
 
 # --- webhooks --------------------------------------------------------------------
 
 
 def with_seconds(value) -> str:
-    """A time to the second (the admin's own format stops at minutes)."""
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S") if value else "—"
+    """A time as the admin shows every time (to the second: loomsite/formats)."""
+    return date_format(timezone.localtime(value), "DATETIME_FORMAT") if value else "—"
 
 
 class WebhookForm(forms.ModelForm):
@@ -1145,23 +1157,27 @@ class WebhookAdmin(TeamScopedAdmin):
     enabled) and deleted through teams.webhooks; the latest deliveries on the page."""
 
     form = WebhookForm
-    list_display = ("url", "team", "event_list", "enabled", "secret_prefix", "created")
+    list_display = ("url", "team", "event_list", "enabled", "secret_prefix", "created_at")
     list_filter = ("enabled", "team")
     search_fields = ("url",)
     list_select_related = ("team",)
-    fields = ("team", "url", "events", "enabled", "secret_prefix", "created", "recent_deliveries")
+    fields = (
+        "team",
+        "url",
+        "events",
+        "enabled",
+        "secret_prefix",
+        "created_at",
+        "recent_deliveries",
+    )
 
     def get_readonly_fields(self, request, obj=None):
-        live = ("secret_prefix", "created", "recent_deliveries")
+        live = ("secret_prefix", "created_at", "recent_deliveries")
         return live + (("team",) if obj is not None else ())
 
     @admin.display(description="events")
     def event_list(self, obj):
         return ", ".join(obj.events or [])
-
-    @admin.display(description="created", ordering="created_at")
-    def created(self, obj):
-        return with_seconds(obj.created_at)
 
     @admin.display(description="latest deliveries")
     def recent_deliveries(self, obj):
@@ -1225,18 +1241,9 @@ class WebhookAdmin(TeamScopedAdmin):
                 return HttpResponseRedirect(reverse("admin:teams_webhook_changelist"))
             return super().response_add(request, obj, post_url_continue)
         del obj._secret
-        opts = self.opts
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Webhook created",
-            "opts": opts,
-            "webhook": obj,
-            "secret": secret,
-            "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
-        }
-        response = TemplateResponse(request, "admin/teams/webhook/created.html", context)
-        add_never_cache_headers(response)
-        return response
+        return shown_once(
+            self, request, "Webhook created", crumb=obj.url, webhook=obj, secret=secret
+        )
 
 
 @admin.register(WebhookDelivery)
@@ -1252,9 +1259,9 @@ class WebhookDeliveryAdmin(HistoryAdminMixin, TeamScopedAdmin):
         "attempts",
         "last_status_code",
         "error",
-        "created",
-        "next_attempt",
-        "delivered",
+        "created_at",
+        "next_attempt_at",
+        "delivered_at",
     )
     list_filter = ("status", "event", "webhook")
     search_fields = ("last_error",)
@@ -1266,9 +1273,9 @@ class WebhookDeliveryAdmin(HistoryAdminMixin, TeamScopedAdmin):
         "attempts",
         "last_status_code",
         "last_error",
-        "created",
-        "next_attempt",
-        "delivered",
+        "created_at",
+        "next_attempt_at",
+        "delivered_at",
         "body",
     )
     readonly_fields = fields
@@ -1277,18 +1284,6 @@ class WebhookDeliveryAdmin(HistoryAdminMixin, TeamScopedAdmin):
     @admin.display(description="last error")
     def error(self, obj):
         return obj.last_error[:120] + ("…" if len(obj.last_error) > 120 else "")
-
-    @admin.display(description="created", ordering="created_at")
-    def created(self, obj):
-        return with_seconds(obj.created_at)
-
-    @admin.display(description="next attempt", ordering="next_attempt_at")
-    def next_attempt(self, obj):
-        return with_seconds(obj.next_attempt_at)
-
-    @admin.display(description="delivered", ordering="delivered_at")
-    def delivered(self, obj):
-        return with_seconds(obj.delivered_at)
 
     @admin.display(description="body sent")
     def body(self, obj):
