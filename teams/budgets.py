@@ -95,8 +95,8 @@ def call_estimate(*, model: str, system, messages, tools, max_tokens: int) -> De
     characters a token (system, tools and messages as sent) and `max_tokens` of
     output, at the model's prices."""
     price = price_for(model)
-    if price is None:
-        return Decimal(0)
+    if price is None or not (price.input or price.output):
+        return Decimal(0)  # a free model (the offline one): nothing to measure
     chars = sum(len(json.dumps(part, ensure_ascii=False)) for part in (system, tools, messages))
     tokens = Decimal(chars // CHARS_PER_TOKEN)
     return ((tokens * price.input + max_tokens * price.output) / MILLION).quantize(
