@@ -130,6 +130,47 @@ def validate_phases(value) -> None:
         )
 
 
+def validate_tool_access(value) -> None:
+    """{tool: {"roles": [role, ...], "phases": [phase, ...]}}, either list optional."""
+    problem = (
+        'Tool access is {"tool_name": {"roles": [...], "phases": [...]}}: lists of role '
+        "and phase names (an empty list means all)."
+    )
+    if not isinstance(value, dict):
+        raise ValidationError(problem)
+    for rule in value.values():
+        if not isinstance(rule, dict) or set(rule) - {"roles", "phases"}:
+            raise ValidationError(problem)
+        for names in rule.values():
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise ValidationError(problem)
+        unknown = set(rule.get("roles", [])) - set(AgentRole.values)
+        if unknown:
+            raise ValidationError(
+                f"Unknown role {sorted(unknown)[0]!r} in tool access; roles are "
+                + ", ".join(AgentRole.values)
+                + "."
+            )
+
+
+def validate_phase_guide(value) -> None:
+    """{phase: {"produce": text, role: text, ...}}: texts of at most 1,000 characters."""
+    problem = (
+        'A phase guide is {"phase": {"produce": "...", "coder": "...", ...}}: a text per '
+        "key, each at most 1,000 characters."
+    )
+    if not isinstance(value, dict):
+        raise ValidationError(problem)
+    for lines in value.values():
+        if not isinstance(lines, dict):
+            raise ValidationError(problem)
+        for key, text in lines.items():
+            if key != "produce" and key not in AgentRole.values:
+                raise ValidationError(f"Unknown key {key!r} in the phase guide. {problem}")
+            if not isinstance(text, str) or len(text) > 1000:
+                raise ValidationError(problem)
+
+
 def default_phases() -> list[str]:
     return list(DEFAULT_PHASES)
 
@@ -185,6 +226,40 @@ class Team(models.Model):
     turns_warned_at = models.DateTimeField(null=True, blank=True, editable=False)
     managers = models.ManyToManyField(
         settings.AUTH_USER_MODEL, blank=True, related_name="managed_teams"
+    )
+    # What each role does in each phase (teams.phase_guide has the defaults): the
+    # team's own lines, {phase: {"produce": text, role: text}}; missing ones default.
+    phase_guide = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_phase_guide],
+        help_text=(
+            'This team\'s own phase lines, e.g. {"planning": {"produce": "a task list", '
+            '"coder": "estimate each task"}}; what is missing comes from Loom\'s defaults.'
+        ),
+    )
+    # Who may use which tool, {tool: {"roles": [...], "phases": [...]}} (empty: all);
+    # a tool not listed keeps its own default (tools.base.Tool.roles / phases).
+    tool_access = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_tool_access],
+        help_text=(
+            'Who may use a tool, e.g. {"file_write": {"roles": ["coder"], "phases": '
+            '["implementation"]}}; an empty list means every role or phase.'
+        ),
+    )
+    max_anchors = models.PositiveSmallIntegerField(
+        default=30, help_text="Most anchors the team may have (the PM's and the agents')."
+    )
+    anchor_value_limit = models.PositiveIntegerField(
+        default=2000, help_text="Most characters of an anchor value an agent saves."
+    )
+    consultants = models.ManyToManyField(
+        "ConsultantProfile",
+        blank=True,
+        related_name="teams",
+        help_text="The consultant profiles this team's agents may ask.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -364,6 +439,9 @@ class TurnStep(models.Model):
         max_length=20, choices=TurnOutcome.choices, default=TurnOutcome.NONE, blank=True
     )
     end_reason = models.TextField(blank=True)
+    # A model step keeps the request it answered (zlib-compressed JSON of system,
+    # messages and tools: teams.requests), so people see exactly what the model read.
+    request = models.BinaryField(null=True, blank=True, editable=False)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cache_creation_tokens = models.PositiveIntegerField(default=0)
@@ -541,8 +619,16 @@ class KeeperEntry(models.Model):
         return f"[{self.role}]: {self.content[:60]}"
 
 
+class AnchorSource(models.TextChoices):
+    PM = "pm", "PM"
+    PM_ANSWER = "pm_answer", "PM answer"
+    AGENT = "agent", "Agent"
+
+
 class Anchor(models.Model):
     """An immutable-by-offload fact: injected into every system prompt of the team."""
+
+    Source = AnchorSource
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="anchors")
     key = models.CharField(
@@ -556,6 +642,9 @@ class Anchor(models.Model):
     )
     value = models.TextField(validators=[human_text])
     updated_by = models.CharField(max_length=60, blank=True)
+    # Who pinned the value and in which phase: the prompts' anchors block says so.
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.PM)
+    phase = models.CharField(max_length=60, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

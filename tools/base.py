@@ -21,7 +21,8 @@ from teams.models import TurnOutcome
 if TYPE_CHECKING:
     from teams.models import Agent, Message, Team, Turn
 
-MAX_RESULT_CHARS = 8000
+MAX_RESULT_CHARS = 8000  # the default budget of one tool result
+DIGEST_CHARS = 300  # one line of an agent's record of its own actions
 
 
 class Params(BaseModel):
@@ -64,6 +65,9 @@ class ToolResult:
     text: str
     is_error: bool = False
     ends_turn: TurnEnd | None = None
+    # The line the agent's later requests in the phase carry about this call ("" for
+    # none); the registry fills it from Tool.digest after the call.
+    digest: str = ""
 
 
 class Tool:
@@ -76,24 +80,60 @@ class Tool:
     # True for tools that may call a model (smart retrieval): they run outside the
     # transaction that records their step, which must not stay open that long.
     calls_model: ClassVar[bool] = False
+    # The most characters of its result the model reads (one policy, per-tool budgets:
+    # a tool whose result holds several answers bounds each itself, within this).
+    result_limit: ClassVar[int] = MAX_RESULT_CHARS
 
     def run(self, params: Any, ctx: ToolContext) -> str | ToolResult:  # pragma: no cover
         raise NotImplementedError
 
-    # Who has the tool: the roles and phases listed, every one when None. Declared
-    # as data so the API can list them and say why a call is refused.
+    @classmethod
+    def digest(cls, params: Any, result: ToolResult) -> str:
+        """One line for the agent's record of its own actions, which its later
+        requests in the phase carry; "" keeps no record. Tools override it to say what
+        matters ("you asked coder q-…"); the default names the call and its result."""
+        arguments = ", ".join(
+            f"{key}={_short(value, 60)!r}"
+            for key, value in params.model_dump(exclude_defaults=True).items()
+        )
+        return f"You called {cls.name}({arguments}): {_short(result.text, 160)}"
+
+    # Who has the tool by default: the roles listed, every one when None; the phases
+    # listed, or those `phase_rule` accepts, every one when both are None. A team's
+    # `tool_access` replaces these (teams.models.Team.tool_access), so the API can list
+    # them and say why a call is refused.
     roles: ClassVar[frozenset[str] | None] = None
     phases: ClassVar[frozenset[str] | None] = None
+    phase_rule: ClassVar[tuple[str, Callable[[str], bool]] | None] = None  # (words, test)
+
+    @classmethod
+    def access(cls, team: Team) -> tuple[frozenset[str] | None, Callable[[str], bool], str]:
+        """(roles or None for all, a test of a phase name, the phases in words)."""
+        rule = (team.tool_access or {}).get(cls.name) if team is not None else None
+        roles = cls.roles
+        if isinstance(rule, dict) and "roles" in rule:
+            roles = frozenset(rule["roles"]) or None
+        if isinstance(rule, dict) and "phases" in rule:
+            listed = frozenset(rule["phases"])
+            if not listed:
+                return roles, lambda phase: True, "every phase"
+            return roles, listed.__contains__, ", ".join(sorted(listed))
+        if cls.phases is not None:
+            return roles, cls.phases.__contains__, ", ".join(sorted(cls.phases))
+        if cls.phase_rule is not None:
+            words, test = cls.phase_rule
+            return roles, test, words
+        return roles, lambda phase: True, "every phase"
 
     @classmethod
     def unavailable_reason(cls, agent: Agent, team: Team) -> str:
         """Why `agent` may not use this tool now, or "" when it may."""
-        if cls.roles is not None and agent.role not in cls.roles:
-            only = " and ".join(sorted(cls.roles))
+        roles, phase_allowed, phases = cls.access(team)
+        if roles is not None and agent.role not in roles:
+            only = " and ".join(sorted(roles))
             return f"{cls.name} is only for the {only} role; {agent.name} is a {agent.role}."
-        if cls.phases is not None and team.phase not in cls.phases:
-            only = ", ".join(sorted(cls.phases))
-            return f"{cls.name} is only for the phases {only}; the team is in {team.phase}."
+        if not phase_allowed(team.phase):
+            return f"{cls.name} is only for {phases}; the team is in {team.phase}."
         return ""
 
     @classmethod
@@ -117,6 +157,12 @@ class Tool:
             prop.pop("title", None)
         schema.setdefault("properties", {})
         return {"name": cls.name, "description": cls.description, "input_schema": schema}
+
+
+def _short(value, limit: int) -> str:
+    """One line of at most `limit` characters."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def truncate(text: str, limit: int = MAX_RESULT_CHARS) -> str:

@@ -116,11 +116,21 @@ def _execute(tool, name: str, arguments, ctx: ToolContext, allowed) -> ToolResul
             result = tool().run(params, ctx)
     except LoomError as exc:
         if tool.failures_are_results and not isinstance(exc, ModelError):
-            return ToolResult(truncate(exc.message))
+            text = truncate(exc.message, tool.result_limit)
+            return ToolResult(text, digest=f"You called {name}: {text[:200]}")
         return ToolResult(f"Error: {exc.message}", is_error=True)
     except Exception as exc:  # a bug: keep the loop alive, tell the model, log it all
         log.exception("Tool %s failed for agent %s", name, ctx.agent.name)
         return ToolResult(f"Error: {name} failed unexpectedly ({type(exc).__name__}).", True)
     if isinstance(result, str):
-        return ToolResult(truncate(result))
-    return replace(result, text=truncate(result.text))
+        result = ToolResult(result)
+    result = replace(result, text=truncate(result.text, tool.result_limit))
+    return replace(result, digest=_digest(tool, params, result))
+
+
+def _digest(tool, params, result: ToolResult) -> str:
+    try:
+        return tool.digest(params, result)
+    except Exception:  # a record is a courtesy: never fail a call that ran
+        log.exception("Digest of %s failed", tool.name)
+        return ""

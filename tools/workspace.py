@@ -9,6 +9,7 @@ from pydantic import Field, StringConstraints
 
 from teams import workspace
 from teams.models import Agent, Turn, TurnStep
+from teams.phase_guide import IMPLEMENTATION_LIKE, implementation_like
 from tools.base import MAX_RESULT_CHARS, Params, Tool, ToolContext, ToolResult
 from tools.registry import register
 
@@ -142,8 +143,8 @@ class FileWrite(Tool):
         "workspace: trying to leave it is recorded as a violation."
     )
     Params = WriteParams
-    roles = frozenset({Agent.Role.CODER.value})
-    phases = frozenset({"implementation"})
+    roles = frozenset({Agent.Role.CODER.value, Agent.Role.REVIEWER.value})
+    phase_rule = (IMPLEMENTATION_LIKE, implementation_like)
 
     def run(self, params: WriteParams, ctx: ToolContext) -> str | ToolResult:
         try:

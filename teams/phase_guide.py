@@ -1,0 +1,100 @@
+"""What each phase should produce and what each role does in it: Loom's defaults,
+which a team's own `phase_guide` overrides line by line.
+
+Every agent's system prompt carries the phase order, this phase's line for its role
+and who closes the phase, so members know the phase as well as the coach does."""
+
+from __future__ import annotations
+
+from teams.models import Team
+
+GENERIC = "generic"  # the lines of a phase with a name Loom has no defaults for
+
+DEFAULT_GUIDE: dict[str, dict[str, str]] = {
+    "refinement": {
+        "produce": "an agreed statement of the goal: scope, users, constraints, and what "
+        "is out of scope",
+        "coach": "draw out what the goal means; ask the PM what only the PM can decide",
+        "researcher": "bring the facts, prior art and risks that bear on the scope",
+        "coder": "say what is feasible and what would be costly to build",
+        "reviewer": "point out ambiguities and missing requirements",
+        "tester": "say how the team will know the goal is met",
+        "external": "add what your program knows about the goal",
+    },
+    "planning": {
+        "produce": "a task list with owners and an order",
+        "coach": "drive the team to a plan with owners; close the phase when it is agreed",
+        "researcher": "flag tasks that need research and the risks in the order",
+        "coder": "break the work into tasks you can build and estimate them",
+        "reviewer": "check the plan covers the goal and has no gaps",
+        "tester": "add the tasks that prove the work is right",
+        "external": "say which tasks your program can take",
+    },
+    "pre-code-review": {
+        "produce": "reviewed interfaces and a plan with its concerns resolved",
+        "coach": "collect concerns and see each one resolved or consciously accepted",
+        "researcher": "check the design against what you found",
+        "coder": "present the interfaces you will build and answer concerns",
+        "reviewer": "review the plan and interfaces before code is written",
+        "tester": "check the design can be tested",
+        "external": "check the interfaces fit your program",
+    },
+    "implementation": {
+        "produce": "the work itself, written to the workspace",
+        "coach": "keep the coder unblocked and the others reviewing small steps",
+        "researcher": "answer the questions that come up while building",
+        "coder": "build the agreed tasks and write the files; say what you wrote",
+        "reviewer": "review each step as it lands and fix small problems",
+        "tester": "write down how each piece will be checked",
+        "external": "build or check your program's part",
+    },
+    "code-review": {
+        "produce": "a review of the result against the goal, with its outcome",
+        "coach": "have the result reviewed against the goal; close with the outcome",
+        "researcher": "check the result against the facts and risks you raised",
+        "coder": "walk the others through what was built and fix what they find",
+        "reviewer": "review the written files against the goal and the plan",
+        "tester": "check the result as you planned to",
+        "external": "check the result from your program's side",
+    },
+    GENERIC: {
+        "produce": "what the phase's name says, agreed by the team",
+        "coach": "guide the team through the phase; close it when its work is done",
+        "researcher": "bring the facts the phase needs",
+        "coder": "do the building this phase needs",
+        "reviewer": "check what the phase produces",
+        "tester": "check how the phase's result can be proved",
+        "external": "add what your program knows",
+    },
+}
+
+# Words that make a phase "implementation-like": where files are written by default.
+IMPLEMENTATION_WORDS = ("implement", "build", "develop", "coding", "construct")
+IMPLEMENTATION_LIKE = "implementation-like phases (their names contain " + ", ".join(
+    IMPLEMENTATION_WORDS
+) + ")"
+
+
+def implementation_like(phase: str) -> bool:
+    name = phase.lower()
+    return any(word in name for word in IMPLEMENTATION_WORDS)
+
+
+def phase_line(team: Team, phase: str, key: str) -> str:
+    """The team's line for `key` ("produce" or a role) in `phase`, else Loom's."""
+    own = (team.phase_guide or {}).get(phase) or {}
+    if own.get(key):
+        return own[key]
+    defaults = DEFAULT_GUIDE.get(phase) or DEFAULT_GUIDE[GENERIC]
+    return defaults.get(key, "")
+
+
+def phase_order(team: Team, phase: str) -> str:
+    """The phases in order with the current one marked: "a → [b] → c"."""
+    return " → ".join(f"[{p}]" if p == phase else p for p in team.phases)
+
+
+def effective_guide(team: Team) -> dict[str, dict[str, str]]:
+    """Every phase of the team with its lines as agents read them (for people)."""
+    keys = sorted(DEFAULT_GUIDE[GENERIC])
+    return {phase: {key: phase_line(team, phase, key) for key in keys} for phase in team.phases}
