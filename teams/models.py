@@ -325,6 +325,9 @@ class Agent(models.Model):
     trajectory = models.TextField(blank=True, validators=[human_text])
     tactic = models.TextField(blank=True, validators=[human_text])
     action = models.TextField(blank=True, validators=[human_text])
+    # The phase the trajectory is for: each phase begins with one Loom declares from
+    # the role, the goal and the phase (teams.mesh), which the agent may refine.
+    trajectory_phase = models.CharField(max_length=60, blank=True)
     # Metrics.
     turns = models.PositiveIntegerField(default=0)
     context_updates = models.PositiveIntegerField(default=0)

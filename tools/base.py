@@ -150,6 +150,12 @@ class Tool:
         return cached
 
     @classmethod
+    def definition_for(cls, team: Team | None) -> dict:
+        """The definition a team's agents get; tools whose schema names team data
+        (the consultants a team may ask) override it."""
+        return cls.definition()
+
+    @classmethod
     def _build_definition(cls) -> dict:
         schema = cls.Params.model_json_schema()
         schema.pop("title", None)

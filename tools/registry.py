@@ -63,8 +63,9 @@ def toolset(agent, team) -> list[type[Tool]]:
     return [tool for tool in _load().values() if tool.available_to(agent, team)]
 
 
-def definitions(tools: list[type[Tool]]) -> list[dict]:
-    return [tool.definition() for tool in tools]
+def definitions(tools: list[type[Tool]], team=None) -> list[dict]:
+    """The Anthropic tool definitions, as the team's agents see them."""
+    return [tool.definition_for(team) for tool in tools]
 
 
 def execute(

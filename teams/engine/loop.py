@@ -14,13 +14,13 @@ from functools import partial
 
 from django.db import InterfaceError, OperationalError, transaction
 
-from teams import budgets, events, keepers, turns
+from teams import budgets, events, keepers, services, turns
 from teams.engine import prompts
 from teams.engine.consult import consult
 from teams.engine.providers import caches_prompts, provider_for
 from teams.engine.reply import DEFAULT_MAX_TOKENS
 from teams.errors import ModelError
-from teams.models import Agent, ModelCall, Team, Turn, TurnStep
+from teams.models import Agent, Message, ModelCall, Team, Turn, TurnStep
 from teams.usage import model_call_record, turn_add_usage
 from tools import registry
 from tools.base import ToolContext, ToolResult, TurnEnd
@@ -138,7 +138,7 @@ def execute(turn: Turn, worker: str) -> None:
     if turn.attempts == 1:
         prompt = _offload_when_over_budget(turn, prompt)
     tools = registry.toolset(agent, team)
-    definitions = registry.definitions(tools)
+    definitions = registry.definitions(tools, team)
     if definitions:
         definitions[-1] = {**definitions[-1], "cache_control": {"type": "ephemeral"}}
     ctx = tool_context(team=team, agent=agent, turn=turn, messages=prompt.snapshot)
@@ -275,7 +275,19 @@ def _blocks(model_content: list[dict], results: dict[str, ToolResult]) -> list[d
 
 
 def _record_tool_step(turn: Turn, index: int, use: dict, result: ToolResult) -> None:
-    """The step of one tool call, with how it ends the turn, if it does."""
+    """The step of one tool call, with how it ends the turn, if it does, and the
+    call's line in the agent's record of its own actions (seen on its later turns in
+    the phase: within this turn the model has the call and its result verbatim)."""
+    if result.digest:
+        services.message_add(
+            team=turn.team,
+            content=result.digest,
+            kind=Message.Kind.TOOL_CALL,
+            author=turn.agent,
+            recipient=turn.agent,
+            turn=turn,
+            phase=turn.phase,
+        )
     TurnStep.objects.create(
         turn=turn,
         index=index,

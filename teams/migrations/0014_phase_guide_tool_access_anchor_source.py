@@ -12,6 +12,11 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.AddField(
+            model_name="agent",
+            name="trajectory_phase",
+            field=models.CharField(blank=True, max_length=60),
+        ),
+        migrations.AddField(
             model_name='anchor',
             name='phase',
             field=models.CharField(blank=True, max_length=60),
