@@ -98,3 +98,8 @@ def team_plan_add_summary(*, team: Team, phase: str, summary: str) -> None:
     if len(plan) <= PLAN_LIMIT:
         Team.objects.filter(pk=team.pk).update(plan=plan)
         team.plan = plan
+
+
+def anchor_source_text(anchor) -> str:
+    """Who pinned an anchor, and in which phase (placeholder: the PM or the writer)."""
+    return anchor.updated_by or "the PM"

@@ -26,6 +26,10 @@ class PassTurn(Tool):
     )
     Params = PassTurnParams
 
+    @classmethod
+    def digest(cls, params, result) -> str:
+        return ""  # a pass leaves no trace in any agent's context, its own included
+
     def run(self, params: PassTurnParams, ctx: ToolContext) -> ToolResult:
         return ToolResult("Turn passed.", ends_turn=TurnEnd(Turn.Outcome.PASS, params.reason))
 
@@ -48,6 +52,12 @@ class AskPm(Tool):
     Params = AskPmParams
 
     roles = COACH_ONLY
+
+    @classmethod
+    def digest(cls, params, result) -> str:
+        if result.is_error:
+            return super().digest(params, result)
+        return f'You asked the PM: "{params.question}" The team waited for the answer.'
 
     def run(self, params: AskPmParams, ctx: ToolContext) -> ToolResult:
         pm_requests.pm_request_open(
@@ -78,6 +88,10 @@ class SignalPhaseComplete(Tool):
     Params = PhaseCompleteParams
 
     roles = COACH_ONLY
+
+    @classmethod
+    def digest(cls, params, result) -> str:
+        return "" if not result.is_error else super().digest(params, result)
 
     def run(self, params: PhaseCompleteParams, ctx: ToolContext) -> ToolResult:
         finished = ctx.team.phase

@@ -95,3 +95,16 @@ class PeerForwardQuestion(Tool):
         )
         target = params.target.lstrip("@") if params.target else "all agents"
         return f"Question forwarded to {target} with enrichment."
+
+
+def inbox_line(message, agent) -> str | None:
+    """The text an agent reads for an inbox message about a query (placeholder until
+    the question routing rework lands: the question with seed 000's reply hint)."""
+    if message.kind == message.Kind.QUERY:
+        key = message.query.key if message.query_id else "?"
+        return (
+            f"{message.content}\n\nYou can respond using {PeerAnswerQuestion.name} with "
+            f'query_id "{key}", or forward the question ({PeerForwardQuestion.name}) to '
+            "another agent if someone else is better suited to answer."
+        )
+    return message.content

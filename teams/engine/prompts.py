@@ -4,14 +4,18 @@ A request is ordered so that the longest stable prefix comes first and is read f
 the prompt cache (teams/catalog.py prices cache reads at a tenth of input):
 
 1. the tools (the loop marks the last definition),
-2. the stable system text: identity, role, norms, facilitation (marked),
-3. the anchors (they change only when one is saved; seed 004 keeps them in the
-   system prompt, so saving one costs the agents one cache write),
-4. the history: each message one content block. Two breakpoints: on the last block
-   the agent's previous request already had (read from the cache that request
-   wrote) and on the last block of the history (written for the next request),
-5. the volatile tail after the last breakpoint: the cue "It is your turn" and the
-   @mention note; the newest messages are the blocks between the two breakpoints.
+2. the stable system text: identity, the team, role, norms, the phase (its order,
+   what it should produce, this role's line, who closes it), the coach's
+   facilitation (marked); it changes only when the phase does,
+3. the anchors (they change only when one is saved: every agent pays one cache write),
+4. the history: each message one content block, the agent's record of its own tool
+   calls in the phase among them (append-only lines, so earlier blocks never change
+   and the cached prefix holds). Two breakpoints: on the last block the agent's
+   previous request already had (read from the cache that request wrote) and on the
+   last block of the history (written for the next request),
+5. the volatile tail after the last breakpoint: the cue "It is your turn", who passed
+   since the coach last spoke, the agent's intent (trajectory → tactic → action) and
+   the @mention note.
 
 That is at most MAX_CACHE_BREAKPOINTS, Anthropic's limit per request. Providers
 without a prompt cache (the offline model) get the same text as plain strings, one
@@ -23,9 +27,12 @@ from dataclasses import dataclass, field
 
 from django.db.models import Q, QuerySet
 
+from teams import mesh, phase_guide
 from teams.models import Agent, Anchor, Message, Team, Turn
+from tools import questions as question_tools
 from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
-from tools.questions import PeerAnswerQuestion, PeerForwardQuestion
+from tools.mesh import DeclareIntent, MapContext
+from tools.workspace import FileWrite
 
 ROLE_PROMPTS = {
     "coach": (
@@ -49,6 +56,14 @@ NORMS = "\n".join(
         f"no concerns, questions, or additions), use the {PassTurn.name} tool instead of "
         "restating agreement. Only pass when you genuinely have nothing to add; do not pass "
         "if you have any reservations.",
+        "- Act through your tools, never by describing a tool call in your text. Lines "
+        "marked [Your action] are Loom's record of your own tool calls earlier in this "
+        "phase; lines marked [Loom] are notes from the system.",
+        f"- Your intent: Loom declares a trajectory for you at the start of each phase. "
+        f"Refine it with {DeclareIntent.name} when your aim changes, and set your tactic "
+        f"and next action with {MapContext.name} when you start a new piece of work. The "
+        "PM sees a drift score for every agent, computed from these levels and how "
+        "recently you updated them.",
     ]
 )
 
@@ -86,6 +101,12 @@ GENERIC_FACILITATION = (
     + DONE
     + " with a summary."
 )
+CLOSING = (
+    f"When every other agent passed since you last spoke, the team agrees: if this "
+    f"phase's work is done, call {DONE} rather than asking again. Your summary is all "
+    "that later phases see of this one: give the decisions, the open items and the files "
+    "written."
+)
 CONVERSATION_KINDS = [Message.Kind.CHAT, Message.Kind.PM, Message.Kind.SYSTEM]
 CACHE = {"type": "ephemeral"}  # a cache breakpoint (five-minute ephemeral cache)
 MAX_CACHE_BREAKPOINTS = 4  # Anthropic's limit: tools, system, history read, history write
@@ -108,7 +129,46 @@ def request_messages(prompt: Prompt, *, cached: bool) -> list[dict]:
 
 def facilitation(phase: str) -> str:
     text = COACH_FACILITATION.get(phase) or GENERIC_FACILITATION.format(phase=phase)
-    return f"{text}\n{ASK_PM_LINE}"
+    return f"{text}\n{CLOSING}\n{ASK_PM_LINE}"
+
+
+def team_line(agent: Agent, team: Team) -> str:
+    """Who else is on the team, by @name and role."""
+    others = [
+        f"@{name} ({role})"
+        for name, role in team.agents.exclude(pk=agent.pk)
+        .order_by("position", "id")
+        .values_list("name", "role")
+    ]
+    return "Your teammates: " + (", ".join(others) if others else "none") + "."
+
+
+def phase_text(agent: Agent, team: Team, phase: str) -> str:
+    """The phase as every role reads it: the order, what it should produce, this
+    role's line, who closes it, and who may write files."""
+    lines = [
+        f"Phases, in order: {phase_guide.phase_order(team, phase)}. This phase: {phase}.",
+        f"This phase should produce: {phase_guide.phase_line(team, phase, 'produce')}.",
+        f"Your part as {agent.role}: {phase_guide.phase_line(team, phase, agent.role)}.",
+    ]
+    if agent.role != Agent.Role.COACH:
+        lines.append(
+            f"The coach closes the phase with {DONE}; its summary is all that later "
+            "phases see of this one."
+        )
+    lines.append(files_line(agent, team))
+    return "\n".join(lines)
+
+
+def files_line(agent: Agent, team: Team) -> str:
+    """Who may write workspace files, and when (team data: Team.tool_access)."""
+    roles, phase_allowed, phases = FileWrite.access(team)
+    who = "every role" if roles is None else " and ".join(f"{r}s" for r in sorted(roles))
+    if roles is not None and agent.role not in roles:
+        return f"Workspace files: you read them; {who} write them ({phases})."
+    if phase_allowed(team.phase):
+        return f"Workspace files: you may write them with {FileWrite.name} in this phase."
+    return f"Workspace files: you may write them with {FileWrite.name} in {phases}."
 
 
 ANCHORS_INSTRUCTION = (
@@ -117,9 +177,10 @@ ANCHORS_INSTRUCTION = (
 
 
 def anchors_block(team: Team) -> str:
-    """Seed 004's block, exactly: empty when the team has no anchors."""
-    anchors = Anchor.objects.filter(team=team).order_by("key").values_list("key", "value")
-    lines = [f"  [{key}]: {value}" for key, value in anchors]
+    """The anchors in their documented format, each with who pinned it and in which
+    phase; empty when the team has no anchors."""
+    anchors = Anchor.objects.filter(team=team).order_by("key")
+    lines = [f"  [{a.key}]: {a.value} (pinned by {mesh.anchor_source_text(a)})" for a in anchors]
     if not lines:
         return ""
     return "\n".join(["<immutable-anchors>", ANCHORS_INSTRUCTION, *lines, "</immutable-anchors>"])
@@ -134,7 +195,8 @@ def history_queryset(agent: Agent, team: Team, phase: str | None = None) -> Quer
         team=team, phase=phase or team.phase, recipient__isnull=True, kind__in=CONVERSATION_KINDS
     )
     summaries = Q(team=team, kind=Message.Kind.PHASE_SUMMARY)
-    inbox = Q(recipient=agent)
+    # The inbox, with the agent's record of its own actions from this phase only.
+    inbox = Q(recipient=agent) & (~Q(kind=Message.Kind.TOOL_CALL) | Q(phase=phase or team.phase))
     return (
         Message.objects.filter(phase_conversation | summaries | inbox)
         .exclude(kind=Message.Kind.PASS_NOTE)
@@ -167,27 +229,65 @@ def mention_note(agent: Agent, history: list[Message]) -> str:
     )
 
 
-def reply_hint(query_message: Message) -> str:
-    """How to reply to a query in the inbox (seed 000's words)."""
-    key = query_message.query.key if query_message.query_id else "?"
-    return (
-        f'You can respond using {PeerAnswerQuestion.name} with query_id "{key}", or '
-        f"forward the question ({PeerForwardQuestion.name}) to another agent if someone "
-        "else is better suited to answer."
-    )
-
-
-def render(message: Message, agent: Agent) -> tuple[str, str]:
-    """(role, text) of one history entry as this agent sees it."""
+def render(message: Message, agent: Agent) -> tuple[str, str | None]:
+    """(role, text) of one history entry as this agent sees it; text None when the
+    entry is no longer for it (a question answered, forwarded on or expired)."""
+    Kind = Message.Kind
+    if message.query_id is not None and message.recipient_id == agent.id:
+        return "user", question_tools.inbox_line(message, agent)
+    if message.kind == Kind.TOOL_CALL:
+        return "user", f"[Your action] {message.content}"
+    if message.kind == Kind.SYSTEM and message.author_id is not None:
+        # What an agent's tool did in the conversation (asking the PM): for its author
+        # the record of its own action says it already.
+        return "user", None if message.author_id == agent.id else f"[Loom] {message.content}"
     if message.author_id == agent.id and message.recipient_id is None:
         return "assistant", message.content
-    if message.recipient_id == agent.id and message.kind == Message.Kind.PEER:
+    if message.recipient_id == agent.id and message.kind == Kind.PEER:
         return "user", f"[Peer message from {message.speaker}]: {message.content}"
-    if message.recipient_id == agent.id and message.kind == Message.Kind.QUERY:
-        return "user", f"{message.content}\n\n{reply_hint(message)}"
-    if message.recipient_id == agent.id and message.kind == Message.Kind.ANSWER:
-        return "user", message.content
+    if message.recipient_id == agent.id and message.kind == Kind.SYSTEM:
+        return "user", f"[Loom] {message.content}"
     return "user", f"[{message.speaker}]: {message.content}"
+
+
+def passes_since_coach_spoke(
+    agent: Agent, team: Team, phase: str, until_id: int | None
+) -> list[str]:
+    """The names of the agents who passed since the coach last spoke, in order."""
+    own = Message.objects.filter(team=team, phase=phase, author=agent, recipient__isnull=True)
+    if until_id is not None:
+        own = own.filter(id__lte=until_id)
+    spoke = own.order_by("-id").values_list("id", flat=True).first() or 0
+    passes = Message.objects.filter(
+        team=team, phase=phase, kind=Message.Kind.PASS_NOTE, id__gt=spoke
+    )
+    if until_id is not None:
+        passes = passes.filter(id__lte=until_id)
+    names = passes.exclude(author=agent).order_by("id").values_list("author__name", flat=True)
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def coach_cue(agent: Agent, team: Team, phase: str, until_id: int | None) -> str:
+    passed = passes_since_coach_spoke(agent, team, phase, until_id)
+    if not passed:
+        return ""
+    members = team.agents.exclude(pk=agent.pk).exclude(role=Agent.Role.EXTERNAL).count()
+    names = ", ".join(passed)
+    if len(passed) >= members:
+        return (
+            f"Since you last spoke, everyone passed ({names}): nobody has anything to add. "
+            f"If this phase's work is done, close it with {DONE}."
+        )
+    return f"Since you last spoke, {names} passed (nothing to add)."
+
+
+def intent_line(agent: Agent) -> str:
+    """The agent's hierarchy as it stands, so it knows what it declared."""
+    levels = [agent.trajectory, agent.tactic, agent.action]
+    if not any(levels):
+        return ""
+    shown = " → ".join(level.strip() or "(not set)" for level in levels)
+    return f"Your intent (trajectory → tactic → action): {shown}"
 
 
 def anchors_system(team: Team) -> list[dict]:
@@ -251,7 +351,13 @@ def build(
     since a resumed turn began)."""
     phase = phase or team.phase
     identity = f"Your name is {agent.name} and your role is {agent.role}."
-    stable = [identity, agent.role_prompt or ROLE_PROMPTS.get(agent.role, ""), NORMS]
+    stable = [
+        identity,
+        team_line(agent, team),
+        agent.role_prompt or ROLE_PROMPTS.get(agent.role, ""),
+        NORMS,
+        phase_text(agent, team, phase),
+    ]
     if agent.role == Agent.Role.COACH:
         stable.append(facilitation(phase))
     system = [
@@ -262,9 +368,17 @@ def build(
     note = mention_note(agent, history)
 
     opening = f"Team goal: {team.goal or '(none given)'}\nCurrent phase: {phase}"
-    entries = [("user", opening, None)] + [(*render(m, agent), m.id) for m in history]
+    entries = [("user", opening, None)]
+    for message in history:
+        role, text = render(message, agent)
+        if text:
+            entries.append((role, text, message.id))
     # The cue first: what follows the history's last line is the turn's, not a speaker's.
-    tail = "\n\n".join(p for p in (f"It is your turn, {agent.name}.", note) if p)
+    cue = [f"It is your turn, {agent.name}."]
+    if agent.role == Agent.Role.COACH:
+        cue.append(coach_cue(agent, team, phase, until_id))
+    cue += [intent_line(agent), note]
+    tail = "\n\n".join(p for p in cue if p)
     turns: list[list] = []
     for role, text, _ in [*entries, ("user", tail, None)]:
         if turns and turns[-1][0] == role:

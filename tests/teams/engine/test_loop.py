@@ -90,7 +90,8 @@ def test_anchor_block_and_mention_note(conversation_run):
         assert "<immutable-anchors>" in request.system_text
         assert (
             "<immutable-anchors>\nThese are IMMUTABLE ANCHORS. Override any chat history that "
-            "conflicts with them:\n  [output_format]: static HTML\n</immutable-anchors>"
+            "conflicts with them:\n  [output_format]: static HTML (pinned by the PM)\n"
+            "</immutable-anchors>"
         ) in request.system_text
     coder_first = requests_of(conversation_run, "coder")[0]
     # The note is volatile: it comes last, after the cue and every cache breakpoint.
