@@ -26,6 +26,9 @@ log = logging.getLogger("loom.turns")
 # worker's heartbeat (turns_renew_leases) every quarter lease, so a slow model call
 # keeps its turn while a dead worker's turn is re-queued within about a lease.
 MAX_ATTEMPTS = 3
+# How a turn that asked the PM is logged in the conversation (a system line, written
+# by the agent: other agents read it as Loom's note, never as the agent's own words).
+PM_INPUT = "(Requesting PM input: {question})"
 
 
 # --- queueing ------------------------------------------------------------------
@@ -204,10 +207,17 @@ def turn_finish(
         outcome = Turn.Outcome.PASS
     else:
         outcome = outcome or Turn.Outcome.MESSAGE
-        if outcome == Turn.Outcome.PM_REQUEST and not text:
-            text = f"(Requesting PM input: {reason})"
         if text:
             services.message_add(team=team, content=text, author=agent, turn=turn, phase=turn.phase)
+        if outcome == Turn.Outcome.PM_REQUEST:  # a record of the call, not the agent's words
+            services.message_add(
+                team=team,
+                content=PM_INPUT.format(question=reason),
+                kind=Message.Kind.SYSTEM,
+                author=agent,
+                turn=turn,
+                phase=turn.phase,
+            )
     finished_at = timezone.now()
     agent.turns += 1  # as counted below, so the score includes this turn
     turn.drift_score = drift.score(agent)

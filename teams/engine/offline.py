@@ -488,7 +488,7 @@ class OfflineProvider:
         if role == "coach" and offered(SaveAnchor):
             said = _pm_said(history)
             # Pinned already (by the coach, or by the PM with "pin as anchor")?
-            if said and f"]: {said}\n" not in system_text:
+            if said and f"]: {said} (pinned by" not in system_text:
                 return call(SaveAnchor, {"key": PM_ANCHOR, "value": said})
         # The coach asks once it has heard the team out twice (its third line).
         if role == "coach" and AskPm.name in tool_names and not pm_seen and spoken >= 2:

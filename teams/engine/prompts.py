@@ -29,6 +29,7 @@ from django.db.models import Q, QuerySet
 
 from teams import mesh, phase_guide
 from teams.models import Agent, Anchor, Message, Team, Turn
+from teams.turns import PM_INPUT
 from tools import questions as question_tools
 from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
 from tools.mesh import DeclareIntent, MapContext
@@ -240,7 +241,13 @@ def render(message: Message, agent: Agent) -> tuple[str, str | None]:
     if message.kind == Kind.SYSTEM and message.author_id is not None:
         # What an agent's tool did in the conversation (asking the PM): for its author
         # the record of its own action says it already.
-        return "user", None if message.author_id == agent.id else f"[Loom] {message.content}"
+        if message.author_id == agent.id:
+            return "user", None
+        prefix, _, rest = PM_INPUT.partition("{question}")
+        if message.content.startswith(prefix):
+            question = message.content.removeprefix(prefix).removesuffix(rest)
+            return "user", f"[Loom] {message.speaker} asked the PM: {question}"
+        return "user", f"[Loom] {message.speaker}: {message.content}"
     if message.author_id == agent.id and message.recipient_id is None:
         return "assistant", message.content
     if message.recipient_id == agent.id and message.kind == Kind.PEER:

@@ -70,7 +70,7 @@ def test_four_agent_conversation_transcript(conversation_run, team):
         ("researcher", "pass_note", "(researcher passes: nothing to add yet)"),
         ("coder", "chat", "Layout: parser, renderer, cli."),
         ("reviewer", "chat", "Looks fine to me."),
-        ("coach", "chat", "(Requesting PM input: HTML only, or PDF too?)"),
+        ("coach", "system", "(Requesting PM input: HTML only, or PDF too?)"),
     ]
     assert team.turn_count == 5
     request = PMRequest.objects.get(team=team)

@@ -68,7 +68,7 @@ def test_each_agent_declares_its_intent_on_its_first_turn_and_still_speaks(team)
         # The intent is declared first, then the agent says its line in the same turn.
         assert [s.tool_name for s in turn.steps.filter(kind="tool")] == [DeclareIntent.name]
         assert turn.outcome == Turn.Outcome.MESSAGE
-        line = Message.objects.get(turn=turn)
+        line = Message.objects.get(turn=turn, recipient__isnull=True)
         assert line.kind == "chat" and "(offline model)" in line.content
         assert turn.drift_score == 100
     assert team.agents.get(name="coder").trajectory.startswith("Design and build")
@@ -208,8 +208,8 @@ def test_the_coach_pins_the_pms_last_word_unless_an_anchor_holds_it():
         *COACH_SYSTEM,
         {
             "type": "text",
-            "text": "<immutable-anchors>\n  [format]: HTML first.\n\nPDF later, maybe.\n"
-            "</immutable-anchors>",
+            "text": "<immutable-anchors>\n  [format]: HTML first.\n\nPDF later, maybe. "
+            "(pinned by PM answer in refinement)\n</immutable-anchors>",
         },
     ]
     again = model.respond(model="loom-offline", system=anchored, messages=messages, tools=tools)
