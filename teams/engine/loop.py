@@ -21,6 +21,7 @@ from teams.engine.providers import caches_prompts, provider_for
 from teams.engine.reply import DEFAULT_MAX_TOKENS
 from teams.errors import ModelError
 from teams.models import Agent, Message, ModelCall, Team, Turn, TurnStep
+from teams.requests import request_pack
 from teams.usage import model_call_record, turn_add_usage
 from tools import registry
 from tools.base import ToolContext, ToolResult, TurnEnd
@@ -199,6 +200,14 @@ def execute(turn: Turn, worker: str) -> None:
         ):  # the call would cross a cost budget: not made, the team waits for the PM
             _end_over_budget(turn, worker, replies)
             return
+        # What the model reads, kept with the step it answers (teams.requests).
+        request = {
+            "model": turn.model,
+            "max_tokens": DEFAULT_MAX_TOKENS,
+            "system": prompt.system,
+            "messages": messages,
+            "tools": definitions,
+        }
         try:
             reply = provider_for(turn.model).respond(
                 model=turn.model,
@@ -218,6 +227,7 @@ def execute(turn: Turn, worker: str) -> None:
                 index=next_index,
                 kind=TurnStep.Kind.MODEL,
                 content=reply.content,
+                request=request_pack(request),
                 **reply.usage.as_fields(),
             )
             turn_add_usage(

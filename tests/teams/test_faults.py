@@ -138,7 +138,7 @@ def assert_nothing_lost(team: Team, *, turns: int = TURNS) -> list[Turn]:
     assert [t.number for t in all_turns] == list(range(1, turns + 1)), states
     assert all(t.status == Turn.Status.DONE for t in all_turns), states
     for turn in all_turns:
-        said = Message.objects.filter(turn=turn, author=turn.agent).exclude(kind__in=["peer", "tool_call"])
+        said = Message.objects.filter(turn=turn, author=turn.agent, recipient__isnull=True)
         assert said.count() == 1, (turn.number, list(said.values_list("content", flat=True)))
         notes = Message.objects.filter(turn=turn, kind="peer")
         tool_steps = TurnStep.objects.filter(turn=turn, kind=TurnStep.Kind.TOOL)

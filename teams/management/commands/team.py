@@ -1,6 +1,8 @@
+import json
+
 from django.core.management.base import BaseCommand, CommandError
 
-from teams import cloning, conversation, pm_requests, selectors
+from teams import cloning, conversation, pm_requests, requests, selectors
 from teams.errors import LoomError
 from teams.lifecycle import PM_ACTIONS, TeamAction
 
@@ -8,25 +10,52 @@ from teams.lifecycle import PM_ACTIONS, TeamAction
 class Command(BaseCommand):
     help = (
         "Operate a team from the shell: start, pause, resume, status, answer SLUG [TEXT]; "
-        "clone SLUG [NEW_SLUG] [--name NAME] runs a team again as a fresh idle copy."
+        "clone SLUG [NEW_SLUG] [--name NAME] runs a team again as a fresh idle copy; "
+        "prompt SLUG AGENT [--turn N] [--call K] [--text] prints exactly what the model "
+        "received on that turn (JSON, or readable text with --text)."
     )
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "action", choices=["start", "pause", "resume", "status", "answer", "clone"]
+            "action",
+            choices=["start", "pause", "resume", "status", "answer", "clone", "prompt"],
         )
         parser.add_argument("slug")
         parser.add_argument(
             "text",
             nargs="?",
             default="",
-            help="The answer, for `answer`; the new slug, for `clone` (default SLUG-2, -3...).",
+            help=(
+                "The answer, for `answer`; the new slug, for `clone` (default SLUG-2, -3...); "
+                "the agent's name, for `prompt`."
+            ),
         )
         parser.add_argument("--name", default=None, help="The copy's name, for `clone`.")
+        parser.add_argument(
+            "--turn",
+            type=int,
+            default=None,
+            help="For `prompt`: the team's turn number (default: the agent's latest turn).",
+        )
+        parser.add_argument(
+            "--call",
+            type=int,
+            default=None,
+            help="For `prompt`: which model call of the turn, from 1 (default: the last).",
+        )
+        parser.add_argument(
+            "--text",
+            action="store_true",
+            dest="as_text",
+            help="For `prompt`: readable text, not JSON.",
+        )
 
     def handle(self, *args, action, slug, text, name=None, **options):
         try:
             team = selectors.team_get(slug=slug)
+            if action == "prompt":
+                self.prompt(team, text.strip(), options)
+                return
             if action == "clone":
                 new_slug = text.strip() or cloning.next_free_slug(team.slug)
                 clone = cloning.team_clone(team=team, slug=new_slug, name=name)
@@ -48,6 +77,29 @@ class Command(BaseCommand):
         except LoomError as exc:
             raise CommandError(exc.message) from exc
         self.stdout.write(self.status(selectors.team_get(slug=slug)))
+
+    def prompt(self, team, agent_name: str, options) -> None:
+        if not agent_name:
+            raise CommandError("Name the agent: team prompt SLUG AGENT [--turn N].")
+        turn = requests.agent_turn(team=team, agent_name=agent_name, number=options["turn"])
+        sent = requests.turn_requests(turn)
+        if not sent:
+            raise CommandError(
+                f"Turn {turn.number} of {agent_name} ({turn.status}) has no recorded model "
+                "request (it made no model call, or ran before requests were kept)."
+            )
+        call = options["call"] or len(sent)
+        if not 1 <= call <= len(sent):
+            raise CommandError(f"Turn {turn.number} made {len(sent)} model call(s); --call 1..")
+        request = sent[call - 1]
+        if options["as_text"]:
+            self.stdout.write(
+                f"team {team.slug}, {agent_name}, turn {turn.number} ({turn.phase}), "
+                f"model call {call} of {len(sent)}"
+            )
+            self.stdout.write(requests.request_text(request))
+        else:
+            self.stdout.write(json.dumps(request, ensure_ascii=False, indent=2))
 
     def status(self, team) -> str:
         totals = selectors.team_usage_totals(team=team)

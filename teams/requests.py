@@ -1,0 +1,89 @@
+"""The requests a model received, kept with each model step (TurnStep.request) so
+people read exactly what the model read: `manage.py team prompt` and the admin's
+turn page show them.
+
+A request is stored as zlib-compressed JSON of {model, max_tokens, system, messages,
+tools}; its history repeats from one step to the next, so it compresses well (about
+a tenth of its size)."""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+from teams.errors import NotFound
+from teams.models import Team, Turn, TurnStep
+
+LEVEL = 6
+
+
+def request_pack(request: dict) -> bytes:
+    return zlib.compress(json.dumps(request, ensure_ascii=False).encode(), LEVEL)
+
+
+def request_unpack(blob: bytes | memoryview | None) -> dict | None:
+    if blob is None:
+        return None
+    return json.loads(zlib.decompress(bytes(blob)))
+
+
+def turn_requests(turn: Turn) -> list[dict]:
+    """The requests of a turn's model calls, in order (the ones it recorded)."""
+    blobs = turn.steps.filter(kind=TurnStep.Kind.MODEL, request__isnull=False).order_by("index")
+    return [request_unpack(blob) for blob in blobs.values_list("request", flat=True)]
+
+
+def agent_turn(*, team: Team, agent_name: str, number: int | None = None) -> Turn:
+    """An agent's turn by the team's turn number, or its latest with a recorded
+    request."""
+    agent = team.agents.filter(name=agent_name).first()
+    if agent is None:
+        names = ", ".join(team.agents.values_list("name", flat=True))
+        raise NotFound(f"No agent named {agent_name!r} in team {team.slug!r}. Agents: {names}.")
+    turns = Turn.objects.filter(team=team, agent=agent)
+    if number is not None:
+        turn = turns.filter(number=number).order_by("-id").first()
+        if turn is None:
+            raise NotFound(f"{agent.name} has no turn number {number} in team {team.slug!r}.")
+        return turn
+    turn = turns.filter(steps__request__isnull=False).order_by("-id").first()
+    if turn is None:
+        raise NotFound(f"{agent.name} has no turn with a recorded request yet.")
+    return turn
+
+
+def _content_text(content) -> str:
+    """Content blocks (or a plain string) as readable text."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(block.get("text", ""))
+        elif kind == "tool_use":
+            arguments = json.dumps(block.get("input") or {}, ensure_ascii=False, indent=2)
+            parts.append(f"[tool call {block.get('name')} id={block.get('id')}]\n{arguments}")
+        elif kind == "tool_result":
+            error = " (error)" if block.get("is_error") else ""
+            body = _content_text(block.get("content") or "")
+            parts.append(f"[tool result id={block.get('tool_use_id')}{error}]\n{body}")
+        else:
+            parts.append(json.dumps(block, ensure_ascii=False))
+    return "\n\n".join(parts)
+
+
+def request_text(request: dict) -> str:
+    """A request as a person reads it: system, messages, then the tools offered."""
+    rule = "=" * 72
+    lines = [f"model: {request.get('model')}  max_tokens: {request.get('max_tokens')}"]
+    lines += [rule, "SYSTEM", rule]
+    lines += [_content_text([block]) for block in request.get("system", [])]
+    for message in request.get("messages", []):
+        lines += [rule, message["role"].upper(), rule, _content_text(message["content"])]
+    tools = request.get("tools", [])
+    lines += [rule, f"TOOLS ({len(tools)})", rule]
+    for tool in tools:
+        schema = json.dumps(tool.get("input_schema", {}), ensure_ascii=False)
+        lines += [f"- {tool['name']}: {tool.get('description', '')}", f"  schema: {schema}"]
+    return "\n".join(lines)
