@@ -14,7 +14,7 @@ from django.utils import timezone
 from teams import mesh, services, turns, webhooks
 from teams.errors import Conflict
 from teams.lifecycle import TeamAction, refusal
-from teams.models import Agent, Message, Team, Turn, WebhookEvent
+from teams.models import Agent, Anchor, Message, Team, Turn, WebhookEvent, WorkspaceFile
 
 
 def _transition(team: Team, action: TeamAction) -> Team:
@@ -92,17 +92,44 @@ def team_pm_action(*, team: Team, action: TeamAction) -> ActionReport:
     )
 
 
+RECORD_ITEM_CHARS = 300  # each PM answer or anchor value in a phase's record
+
+
+def phase_record(team: Team) -> list[str]:
+    """What Loom adds to the coach's summary of the phase ending now, since later
+    phases see only the summary: the PM's words, the anchors pinned, the files
+    written in it."""
+
+    def short(text: str) -> str:
+        text = " ".join(text.split())
+        return text if len(text) <= RECORD_ITEM_CHARS else text[: RECORD_ITEM_CHARS - 1] + "…"
+
+    phase = team.phase
+    said = Message.objects.filter(team=team, phase=phase, kind=Message.Kind.PM).order_by("id")
+    pinned = Anchor.objects.filter(team=team, phase=phase).order_by("key")
+    written = (
+        WorkspaceFile.objects.filter(team=team, turn__phase=phase)
+        .select_related("agent")
+        .order_by("path")
+    )
+    lines = [f'The PM said: "{short(m.content)}"' for m in said]
+    if pinned:
+        lines.append("Anchors pinned: " + "; ".join(f"{a.key} = {short(a.value)}" for a in pinned))
+    if written:
+        files = [
+            f"{f.path} ({f.size:,} bytes, by {f.agent.name if f.agent else '?'})" for f in written
+        ]
+        lines.append("Files written: " + ", ".join(files))
+    return lines
+
+
 @transaction.atomic
 def phase_complete(*, team: Team, agent: Agent, summary: str) -> Team:
     """Record the coach's summary (what later phases see) and advance the phase."""
     team = services.team_lock(team)
     finished = team.phase
-    services.message_add(
-        team=team,
-        content=f"[Phase {finished} complete] {summary.strip()}",
-        kind=Message.Kind.PHASE_SUMMARY,
-        author=agent,
-    )
+    record = "\n".join([f"[Phase {finished} complete] {summary.strip()}", *phase_record(team)])
+    services.message_add(team=team, content=record, kind=Message.Kind.PHASE_SUMMARY, author=agent)
     mesh.team_plan_add_summary(team=team, phase=finished, summary=summary)
     if team.phase_index + 1 >= len(team.phases):
         services.system_note(team, f"All phases are complete after {finished}.")
