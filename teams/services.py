@@ -38,6 +38,10 @@ TEAM_SETTINGS = (
     "workspace",
     "max_turns",
     "max_cost_usd",
+    "phase_guide",
+    "tool_access",
+    "max_anchors",
+    "anchor_value_limit",
 )
 AGENT_SETTINGS = ("name", "role", "model", "role_prompt", "position", "context_budget_tokens")
 
