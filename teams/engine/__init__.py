@@ -1,4 +1,4 @@
 """The engine: what runs a turn. The agent loop (loop.py), the prompt an agent sees
-(prompts.py), the model providers (providers.py, offline.py) and the worker and
+(prompts.py), the model providers (providers.py, offline/) and the worker and
 sweeper (worker.py). It sits above the domain (teams' models and services) and the
 tools, and below the faces (admin, pages, consumers, commands)."""
