@@ -15,7 +15,7 @@ from tools.registry import register
 
 # A file_read result's text, so the header and the note that follow fit in a result.
 READ_CHARS = MAX_RESULT_CHARS - 1000
-PATH_HELP = "Relative to the workspace, folders separated by '/' (e.g. 'src/parser.py')"
+PATH_HELP = "Relative to the workspace, folders separated by '/'"
 
 
 def _size(size: int | None) -> str:
@@ -23,7 +23,9 @@ def _size(size: int | None) -> str:
 
 
 class ListParams(Params):
-    path: str = Field(default="", description=f"{PATH_HELP}. Omit for the top folder.")
+    path: str = Field(
+        default="", description=f"A folder, {PATH_HELP} (e.g. 'src'). Omit for the top folder."
+    )
 
 
 @register
@@ -61,7 +63,7 @@ class FileList(Tool):
 
 
 class ReadParams(Params):
-    path: str = Field(description=PATH_HELP)
+    path: str = Field(description=f"A file, {PATH_HELP} (e.g. 'src/parser.py')")
     start_line: int = Field(
         default=1, ge=1, description="The line to start at (1 is the first). Default: 1."
     )
@@ -114,7 +116,7 @@ class FileRead(Tool):
 
 
 class WriteParams(Params):
-    path: str = Field(description=PATH_HELP)
+    path: str = Field(description=f"A file, {PATH_HELP} (e.g. 'src/parser.py')")
     # Written exactly as given: no whitespace stripped.
     content: Annotated[str, StringConstraints(strip_whitespace=False)] = Field(
         description=f"The whole new text of the file (at most {workspace.MAX_WRITE_BYTES // 1024} "

@@ -248,6 +248,8 @@ def render(message: Message, agent: Agent) -> tuple[str, str | None]:
             question = message.content.removeprefix(prefix).removesuffix(rest)
             return "user", f"[Loom] {message.speaker} asked the PM: {question}"
         return "user", f"[Loom] {message.speaker}: {message.content}"
+    if message.kind == Kind.PHASE_SUMMARY:  # Loom's record, even for the coach who wrote it
+        return "user", f"[Loom] {message.content}"
     if message.author_id == agent.id and message.recipient_id is None:
         return "assistant", message.content
     if message.recipient_id == agent.id and message.kind == Kind.PEER:
