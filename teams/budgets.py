@@ -16,7 +16,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from teams import events, services, webhooks
-from teams.catalog import MILLION, price_for
+from teams.catalog import MILLION, price_for, price_problem
 from teams.errors import InvalidInput
 from teams.lifecycle import TeamAction
 from teams.models import BUDGET_CHOICES, Agent, BudgetKind, PMRequest, Team, Turn, WebhookEvent
@@ -60,9 +60,10 @@ def _warn(team: Team, budget: str, used, limit, percent: float) -> None:
 # --- budgets as PM decisions -----------------------------------------------------
 #
 # At a cap the team pauses with a PM request of the budget kind, answered with a
-# quick choice or a new cap. A model call is checked before it is made (the agent
-# loop estimates its cost): one that would cross the team's or its agent's cost
-# budget is not made.
+# quick choice or a new cap. Every model call is checked before it is made, a turn's
+# (call_blocked) and a tool's (call_refusal: consultations, smart retrieval), on an
+# estimate of its cost: one that would cross the team's or its agent's cost budget is
+# not made, and neither is a call to a model with no price.
 
 RAISE_CHOICE, DOUBLE_CHOICE, STOP_CHOICE = BUDGET_CHOICES
 _FACTORS = {RAISE_CHOICE.lower(): Decimal("1.5"), DOUBLE_CHOICE.lower(): Decimal(2)}
@@ -104,31 +105,99 @@ def call_estimate(*, model: str, system, messages, tools, max_tokens: int) -> De
     )
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a model call is not made: its model has no price (`reason` says how to add
+    one), or it would cross a cost budget (`note`, the conversation's words; `agent`
+    when it is the agent's own budget)."""
+
+    reason: str
+    over_budget: bool = False
+    agent: Agent | None = None
+
+    @property
+    def text(self) -> str:
+        """What a tool answers the model, "Error: ..."."""
+        if not self.over_budget:
+            return f"Error: {self.reason}."
+        return (
+            f"Error: {self.reason} The team is paused until the PM decides on the budget "
+            "(a budget request in the PM inbox): finish your turn with what you have."
+        )
+
+    def stop(self, team: Team) -> None:
+        """Pause the team with a budget request, as the loop does at a blocked call
+        (nothing for a refusal that is not about a budget)."""
+        if self.over_budget:
+            budget_stop(team=team, budget=BudgetKind.COST, agent=self.agent, note=self.reason)
+
+
+def budget_refusal(
+    *, team: Team, agent: Agent | None, estimate: Decimal, about: str, reserved=Decimal(0)
+) -> Refusal | None:
+    """Would a call estimated at `estimate` (after `reserved` dollars of calls of the
+    same batch, not yet counted) cross the team's cost budget or its agent's? Read from
+    fresh rows; None when it fits."""
+    team = Team.objects.get(pk=team.pk)
+    about = f"{about} (up to ${estimate:.2f})"
+    if team.spent_usd + reserved + estimate > team.max_cost_usd:
+        return Refusal(f"{about} would cross the team's cost budget; it was not made.", True)
+    if agent is not None:
+        agent = Agent.objects.get(pk=agent.pk)
+        if agent.max_cost_usd is not None and (
+            agent_spent(agent) + reserved + estimate > agent.max_cost_usd
+        ):
+            note = f"{about} would cross its own cost budget; it was not made."
+            return Refusal(note, True, agent)
+    return None
+
+
+def call_refusal(
+    *,
+    team: Team,
+    agent: Agent | None,
+    model: str,
+    system,
+    messages,
+    tools,
+    max_tokens: int,
+    about: str,
+    reserved=Decimal(0),
+) -> tuple[Decimal, Refusal | None]:
+    """The pre-call check of every model call a tool makes (a consultant's, smart
+    retrieval's), the same as a turn's (call_blocked): a model with no price is refused,
+    and so is a call that would cross the team's or the agent's cost budget. The
+    call's estimate and the refusal, or None when it may be made. The caller answers
+    refusal.text and calls refusal.stop(team) (once for a batch): the team then pauses
+    with a budget request, as it does when a turn's call is blocked."""
+    unpriced = price_problem(model)
+    if unpriced:
+        return Decimal(0), Refusal(unpriced)
+    estimate = call_estimate(
+        model=model, system=system, messages=messages, tools=tools, max_tokens=max_tokens
+    )
+    refusal = budget_refusal(
+        team=team, agent=agent, estimate=estimate, about=about, reserved=reserved
+    )
+    return estimate, refusal
+
+
 def call_blocked(*, turn: Turn, model: str, system, messages, tools, max_tokens: int) -> bool:
-    """Would this call cross the team's cost budget or its agent's? Then it is not to
-    be made: the team pauses with a budget request (True)."""
+    """Would this call of a turn cross the team's cost budget or its agent's? Then it is
+    not to be made: the team pauses with a budget request (True). (A model with no
+    price is refused by its provider: the turn fails saying so.)"""
     estimate = call_estimate(
         model=model, system=system, messages=messages, tools=tools, max_tokens=max_tokens
     )
     team = Team.objects.get(pk=turn.team_id)
     agent = Agent.objects.get(pk=turn.agent_id)
-    about = f"The next model call of {agent.name} (up to ${estimate:.2f})"
-    if team.spent_usd + estimate > team.max_cost_usd:
-        budget_stop(
-            team=team,
-            budget=BudgetKind.COST,
-            note=f"{about} would cross the team's cost budget; it was not made.",
-        )
-        return True
-    if agent.max_cost_usd is not None and agent_spent(agent) + estimate > agent.max_cost_usd:
-        budget_stop(
-            team=team,
-            budget=BudgetKind.COST,
-            agent=agent,
-            note=f"{about} would cross its own cost budget; it was not made.",
-        )
-        return True
-    return False
+    refusal = budget_refusal(
+        team=team, agent=agent, estimate=estimate, about=f"The next model call of {agent.name}"
+    )
+    if refusal is None:
+        return False
+    refusal.stop(team)
+    return True
 
 
 def budget_question(team: Team, budget: str, agent: Agent | None = None) -> str:

@@ -122,13 +122,29 @@ def price_table() -> dict[str, Price]:
 
 def price_for(model: str) -> Price | None:
     """The price of the longest id or prefix in the table that `model` starts with;
-    None for a model the table does not know (it is then counted as free and the
-    admin flags it, rather than priced as some other model)."""
+    None for a model the table does not know. Such a model is never priced as some
+    other model, and never called (price_problem): a call Loom could not count would
+    slip past every budget. Rows recorded before it was refused are counted as free
+    and flagged in the admin."""
     table = price_table()
     for prefix in sorted(table, key=len, reverse=True):
         if model.startswith(prefix):
             return table[prefix]
     return None
+
+
+def price_problem(model: str) -> str:
+    """Why a call to `model` is not made for want of a price, or "" when it may be
+    (the offline model is always free). The model providers and the pre-call budget
+    check (teams.budgets.call_refusal) refuse such a call with this message."""
+    if model == OFFLINE_MODEL or price_for(model) is not None:
+        return ""
+    return (
+        f"No price is known for the model {model!r}, so Loom does not call it (its cost "
+        "could not be counted against the budgets). A superuser adds its price in the "
+        f"admin, Model prices: a row for {model!r} or a prefix of it, in USD per million "
+        "tokens; or choose a model that has a price"
+    )
 
 
 def cost_of(model: str, usage: Usage) -> Decimal:

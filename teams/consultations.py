@@ -1,11 +1,13 @@
-"""Second opinions (seed 002): an agent asks another model, framed as a peer, and
-gets a structured PeerOutput back; every consultation is stored with its request,
-output, usage, cost and duration.
+"""Second opinions: an agent asks another model (a consultant profile its team has
+enabled), framed as a peer engineer, and gets a structured PeerOutput back; every
+consultation is stored with its request, output, usage, cost and duration, and can
+be read again in full by its id (the read_consultation tool).
 
 The model call itself is the engine's (ToolContext.consult); this module frames the
-request, validates the reply, applies the seed's lighter pipeline (file references
-that do not exist or leave the workspace are dropped and reported) and keeps the
-record."""
+request, validates the reply, sets what only Loom knows (the responder is the
+profile's name, the timestamp the server's clock), applies the lighter pipeline
+(file references that do not exist or leave the workspace are dropped and reported)
+and keeps the record."""
 
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ MAX_FILES = 10
 OUTPUT_TOKENS = 2_000
 
 
-# --- the seed's PeerOutput ---------------------------------------------------------
+# --- PeerOutput: the structured answer ----------------------------------------------
 
 
 class _Strict(BaseModel):
@@ -86,9 +88,19 @@ class PeerOutput(_Strict):
     execution_notes: str | None = None
 
 
+# Set by Loom, never taken from the consulted model: who answered (the profile's name)
+# and when (the server's clock).
+LOOM_FIELDS = ("responder", "timestamp")
+
+
 def peer_output_schema() -> dict:
-    """PeerOutput as a JSON schema (Anthropic's forced tool's input_schema)."""
-    return PeerOutput.model_json_schema()
+    """What the consultant is asked to fill in (Anthropic's forced tool's input_schema):
+    PeerOutput without the fields Loom sets."""
+    schema = PeerOutput.model_json_schema()
+    for name in LOOM_FIELDS:
+        schema["properties"].pop(name, None)
+    schema["required"] = [name for name in schema["required"] if name not in LOOM_FIELDS]
+    return schema
 
 
 def strict_schema(schema: dict | None = None) -> dict:
@@ -110,10 +122,14 @@ def strict_schema(schema: dict | None = None) -> dict:
     return tighten(schema)
 
 
-def parse_peer_output(data) -> PeerOutput:
-    """A validated PeerOutput, or InvalidInput saying what was wrong with the reply."""
+def parse_peer_output(data, *, responder: str, timestamp: str | None = None) -> PeerOutput:
+    """A validated PeerOutput, or InvalidInput saying what was wrong with the reply.
+    `responder` and `timestamp` (default: now) are Loom's: whatever the reply says
+    for them is dropped."""
     if not isinstance(data, dict):
         raise InvalidInput("The consultant's reply was not a JSON object.")
+    data = {k: v for k, v in data.items() if k not in LOOM_FIELDS}
+    data.update(responder=responder, timestamp=timestamp or now_iso())
     try:
         return PeerOutput.model_validate(data)
     except ValidationError as exc:
@@ -175,8 +191,8 @@ def file_excerpts(team: Team, paths: list[str]) -> tuple[list[tuple[str, str]], 
 
 
 def peer_frame(*, profile: ConsultantProfile, team: Team, agent: Agent, request: PeerRequest):
-    """Seed 002's peer frame: 'You are a peer engineer…', the request, the workspace,
-    the files to focus on, the consultant's strengths."""
+    """The peer frame: 'You are a peer engineer…', the request, the workspace, the
+    files to focus on, the consultant's strengths."""
     system = ["You are a peer engineer."]
     if profile.strengths:
         system.append(f"Your strengths: {profile.strengths}.")
@@ -205,6 +221,16 @@ def peer_frame(*, profile: ConsultantProfile, team: Team, agent: Agent, request:
     if request.custom_prompt:
         lines += ["", f"Additional instructions: {request.custom_prompt}"]
     return PeerFrame(system=" ".join(system), prompt="\n".join(lines), notes=notes)
+
+
+def call_shape(frame: PeerFrame) -> dict:
+    """The request a consultant is sent, as the pre-call budget check measures it
+    (system, messages, tools): the frame and the PeerOutput schema it must fill."""
+    return {
+        "system": frame.system,
+        "messages": [{"role": "user", "content": frame.prompt}],
+        "tools": [peer_output_schema()],
+    }
 
 
 # --- the reply: the lighter pipeline ----------------------------------------------
@@ -296,12 +322,18 @@ def now_iso() -> str:
 # --- what the asking agent reads ----------------------------------------------------
 
 
-def render(consultation: Consultation) -> str:
-    """A compact, readable rendering of one consultation for the asking agent."""
+def render(
+    consultation: Consultation, limit: int | None = None, *, full: bool = False, more: str = ""
+) -> str:
+    """A compact, readable rendering of one consultation for the asking agent, headed
+    with the consultant's name and the consultation's id. Within `limit` characters
+    when given: a longer one is cut and says so, and `more` (how to read it whole).
+    `full` adds what the compact form leaves out (each file reference's relevance, the
+    alternatives' current approach and trade-offs)."""
     name = consultation.profile.name if consultation.profile_id else "consultant"
-    head = f"## {name} ({consultation.model})"
+    head = f"## {name} ({consultation.model}), consultation {consultation.pk}"
     if consultation.status != Consultation.Status.DONE:
-        return f"{head}\nError: {consultation.error}"
+        return _within(f"{head}\nError: {consultation.error}", limit, more)
     out = consultation.output
     lines = [head, f"Confidence: {out['confidence']:.2f}", "", out["answer"].strip()]
     if out["key_points"]:
@@ -317,21 +349,80 @@ def render(consultation: Consultation) -> str:
             for r in out["file_references"]
         ]
         lines += ["", f"Files: {', '.join(refs)}"]
+        if full:
+            lines += [f"- {r['path']}: {r['relevance']}" for r in out["file_references"]]
     for alt in out.get("alternatives") or []:
         lines += [
             "",
             f"Alternative for {alt['topic']}: {alt['alternative']} ({alt['recommendation']})",
         ]
+        if full:
+            lines.append(f"Current approach: {alt['current_approach']}")
+            tradeoffs = alt.get("tradeoffs") or {}
+            lines += [f"+ {pro}" for pro in tradeoffs.get("pros", [])]
+            lines += [f"- {con}" for con in tradeoffs.get("cons", [])]
     if out.get("execution_notes"):
         lines += ["", f"Notes: {out['execution_notes']}"]
     if consultation.flagged_files:
         lines += ["", "Dropped file references:"]
         lines += [f"- {d['path']}: {d['reason']}" for d in consultation.flagged_files]
+    return _within("\n".join(lines), limit, more)
+
+
+def _within(text: str, limit: int | None, more: str) -> str:
+    """`text`, or its start and a marker saying it was cut (and `more`), in `limit`
+    characters."""
+    if limit is None or len(text) <= limit:
+        return text
+    more = f"; {more}" if more else ""
+    marker = f"\n[Answer truncated: the first {{shown:,}} of {len(text):,} characters{more}.]"
+    shown = max(0, limit - len(marker.format(shown=limit)))
+    return text[:shown] + marker.format(shown=shown)
+
+
+def render_whole(consultation: Consultation) -> str:
+    """A stored consultation in full, to read again by its id: what was asked, by whom,
+    the whole answer with its alternatives, who answered when, and what it cost."""
+    asker = consultation.agent.name if consultation.agent_id else "a program"
+    lines = [
+        render(consultation, full=True),
+        "",
+        f"Asked by {asker} at {consultation.created_at:%Y-%m-%d %H:%M:%S} UTC "
+        f"({consultation.task_type or 'general'}): {consultation.prompt}",
+    ]
+    if consultation.focus_areas:
+        lines.append(f"Focus areas: {', '.join(consultation.focus_areas)}.")
+    if consultation.relevant_files:
+        lines.append(f"Relevant files: {', '.join(consultation.relevant_files)}.")
+    if consultation.context:
+        lines.append(f"Context: {consultation.context}")
+    if consultation.custom_prompt:
+        lines.append(f"Additional instructions: {consultation.custom_prompt}")
+    if consultation.output:
+        out = consultation.output
+        lines.append(f"Answered by {out['responder']} at {out['timestamp']}.")
+    lines.append(
+        f"Tokens: {consultation.input_tokens:,} in, {consultation.output_tokens:,} out; "
+        f"cost ${consultation.cost_usd:.4f}."
+    )
     return "\n".join(lines)
 
 
-def profiles_enabled() -> list[ConsultantProfile]:
-    return list(ConsultantProfile.objects.filter(enabled=True).order_by("name"))
+def consultation_of(team: Team, consultation_id: int) -> Consultation:
+    """One of the team's consultations; NotFound for any other id."""
+    found = (
+        Consultation.objects.select_related("profile", "agent")
+        .filter(team=team, pk=consultation_id)
+        .first()
+    )
+    if found is None:
+        raise NotFound(f"No consultation {consultation_id} in this team.")
+    return found
+
+
+def profiles_enabled(team: Team) -> list[ConsultantProfile]:
+    """The consultant profiles the team's agents may ask: those the team has, enabled."""
+    return list(team.consultants.filter(enabled=True).order_by("name"))
 
 
 def key_problem(profile: ConsultantProfile) -> str:

@@ -200,3 +200,36 @@ def state() -> dict:
         ]
     rows["managers"] = sorted(Team.managers.through.objects.values_list("team_id", "user_id"))
     return rows
+
+
+def price_model(model: str, input_usd="0.4", output_usd="1.6"):
+    """A price row for `model` (an id the fake APIs serve that the default table does not
+    price): Loom calls no model it cannot price. The default rows are put back first
+    when the table is empty (a transactional test's flush empties it), so one new row
+    does not leave every other model unpriced."""
+    from decimal import Decimal
+
+    from teams import catalog
+    from teams.models import ModelPrice
+
+    if not ModelPrice.objects.exists():
+        for prefix, (inp, out) in catalog.PRICES.items():
+            price = catalog.Price.of(inp, out)
+            ModelPrice.objects.create(
+                model=prefix,
+                input_usd=price.input,
+                output_usd=price.output,
+                cache_write_usd=price.cache_write,
+                cache_read_usd=price.cache_read,
+            )
+    price = catalog.Price.of(Decimal(input_usd), Decimal(output_usd))
+    row, _ = ModelPrice.objects.update_or_create(
+        model=model,
+        defaults={
+            "input_usd": price.input,
+            "output_usd": price.output,
+            "cache_write_usd": price.cache_write,
+            "cache_read_usd": price.cache_read,
+        },
+    )
+    return row

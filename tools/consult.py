@@ -1,23 +1,42 @@
-"""Consultation tools (seed 002): ask_peer asks one consultant profile, ask_multi
-asks several at once; both answer in the structured PeerOutput, rendered compactly
-for the asking agent and stored whole."""
+"""Consultation tools: ask_peer asks one consultant profile, ask_multi asks several at
+once, read_consultation reads a stored one again in full. The consultants are the
+profiles the agent's team has enabled (Team.consultants); their names and strengths
+are in the tools' input schema. Answers come in the structured PeerOutput, rendered
+compactly for the asking agent and stored whole.
+
+Every consultant call passes the same pre-call check as a turn's model call
+(teams.budgets.call_refusal): a consultant whose model has no price, or whose call
+would cross the team's or the agent's cost budget, is not asked (the team then
+pauses with a budget request, as the loop does). ask_multi's result holds every
+consultant's answer, each within its share of the tool's result budget."""
 
 from __future__ import annotations
 
+import copy
+import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 from typing import Literal
 
 from pydantic import Field
 
+from teams import budgets
 from teams import consultations as c
 from teams.catalog import Usage
 from teams.errors import LoomError
-from teams.models import ConsultantProfile, Consultation
-from tools.base import Params, Tool, ToolContext
+from teams.models import ConsultantProfile, Consultation, Team
+from tools.base import Params, Tool, ToolContext, ToolResult, _short
 from tools.registry import register
 
 MAX_PARALLEL = 8
+STRENGTHS_CHARS = 200  # of one consultant's strengths, in the schema
+# The result budgets: one answer of the largest size a consultant may give (2,000
+# tokens) with its key points fits ask_peer's; ask_multi shares its own among the
+# consultants asked (eight get 4,000 characters each, three over 10,000).
+PEER_RESULT_CHARS = 16_000
+MULTI_RESULT_CHARS = 32_000
+READ_RESULT_CHARS = 32_000
 
 TaskType = Literal["plan", "debug", "explain", "question", "fix", "explore", "general"]
 FocusArea = Literal[
@@ -61,20 +80,51 @@ class PeerFields(Params):
 
 
 class AskPeerParams(PeerFields):
-    peer: str = Field(min_length=1, description="The consultant to ask (see ask_multi's list)")
+    peer: str = Field(min_length=1, description="The consultant to ask")
 
 
-def _peer_list() -> str:
-    profiles = c.profiles_enabled()
+def _peer_list(team: Team) -> str:
+    profiles = c.profiles_enabled(team)
     if not profiles:
-        return "No consultants are enabled."
-    return (
-        "Consultants: " + "; ".join(f"{p.name} ({p.strengths or p.model})" for p in profiles) + "."
+        return "No consultants are enabled for this team; a PM can enable them in the admin."
+    return "Consultants: " + "; ".join(_described(p) for p in profiles) + "."
+
+
+def _described(profile: ConsultantProfile) -> str:
+    return f"{profile.name} ({_short(profile.strengths or profile.model, STRENGTHS_CHARS)})"
+
+
+def _with_consultants(definition: dict, team: Team | None, field: str, lead: str) -> dict:
+    """The definition with the team's consultants in `field`'s description, and their
+    names as its enum (the items' enum for a list)."""
+    if team is None:
+        return definition
+    profiles = c.profiles_enabled(team)
+    definition = copy.deepcopy(definition)
+    prop = definition["input_schema"]["properties"][field]
+    if not profiles:
+        prop["description"] = (
+            f"{lead} None are enabled for this team: a PM enables them in the admin."
+        )
+        return definition
+    names = [p.name for p in profiles]
+    prop["description"] = f"{lead} This team's consultants: " + "; ".join(
+        _described(p) for p in profiles
     )
+    target = prop
+    for option in prop.get("anyOf", []):
+        if option.get("type") == "array":
+            target = option
+    if target.get("type") == "array":
+        target.setdefault("items", {})["enum"] = names
+    else:
+        prop["enum"] = names
+    return definition
 
 
 def _ask(ctx: ToolContext, profiles: list[ConsultantProfile], request: c.PeerRequest):
-    """Open a record per profile, ask them all at once, and close each record."""
+    """Open a record per profile, check each call against the budgets, ask those that
+    pass all at once, and close each record."""
     batch = uuid.uuid4()
     frames, records = [], []
     for profile in profiles:
@@ -91,9 +141,12 @@ def _ask(ctx: ToolContext, profiles: list[ConsultantProfile], request: c.PeerReq
                 batch=batch,
             )
         )
+    refusals = _refusals(ctx, profiles, frames)
 
     def call(pair):
-        profile, frame = pair
+        profile, frame, refusal = pair
+        if refusal is not None:
+            return LoomError(refusal.text.removeprefix("Error: "))
         try:
             return ctx.consult(profile, frame)
         except LoomError as exc:
@@ -101,8 +154,32 @@ def _ask(ctx: ToolContext, profiles: list[ConsultantProfile], request: c.PeerReq
 
     # The network calls run side by side; the database is touched only here.
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(profiles))) as pool:
-        replies = list(pool.map(call, zip(profiles, frames, strict=True)))
+        replies = list(pool.map(call, zip(profiles, frames, refusals, strict=True)))
     return [_close(ctx, record, reply) for record, reply in zip(records, replies, strict=True)]
+
+
+def _refusals(ctx: ToolContext, profiles, frames) -> list[budgets.Refusal | None]:
+    """The pre-call check of each consultant's call, in order: the calls allowed so far
+    in this ask count against the budgets of the next (they run at once). The team
+    pauses with one budget request when any was refused for its budget."""
+    refusals, reserved = [], Decimal(0)
+    for profile, frame in zip(profiles, frames, strict=True):
+        estimate, refusal = budgets.call_refusal(
+            team=ctx.team,
+            agent=ctx.agent,
+            model=profile.model,
+            max_tokens=c.OUTPUT_TOKENS,
+            about=f"The consultation of {profile.name} for {ctx.agent.name}",
+            reserved=reserved,
+            **c.call_shape(frame),
+        )
+        refusals.append(refusal)
+        if refusal is None:
+            reserved += estimate
+    stop = next((r for r in refusals if r is not None and r.over_budget), None)
+    if stop is not None:
+        stop.stop(ctx.team)
+    return refusals
 
 
 def _close(ctx: ToolContext, record: Consultation, reply) -> Consultation:
@@ -113,7 +190,8 @@ def _close(ctx: ToolContext, record: Consultation, reply) -> Consultation:
     try:
         if reply.problem:
             raise LoomError(f"The consultant's reply is unusable: {reply.problem}.")
-        output, dropped = c.dropped_references(ctx.team, c.parse_peer_output(reply.data))
+        output = c.parse_peer_output(reply.data, responder=record.profile.name)
+        output, dropped = c.dropped_references(ctx.team, output)
     except LoomError as exc:
         return c.consultation_close(
             consultation=record,
@@ -132,23 +210,56 @@ def _close(ctx: ToolContext, record: Consultation, reply) -> Consultation:
     )
 
 
+def _read_hint(consultation_id) -> str:
+    return f"read it in full with {ReadConsultation.name}({consultation_id})"
+
+
+HEADING = re.compile(r"^## (\S+) \(.*\), consultation (\d+)$", re.MULTILINE)
+
+
+def _asked(params, result: ToolResult) -> str:
+    """'You asked architect and critic (consultations 12, 13): "<prompt>"', from the
+    headings of the result; "" when nobody was asked."""
+    found = HEADING.findall(result.text)
+    if not found:
+        return ""
+    names = [name for name, _ in found]
+    who = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    ids = ", ".join(i for _, i in found)
+    noun = "consultation" if len(found) == 1 else "consultations"
+    return f'You asked {who} ({noun} {ids}): "{_short(params.prompt, 160)}"'
+
+
 @register
 class AskPeer(Tool):
     name = "ask_peer"
     description = (
         "Ask another model for help as a peer engineer: planning, debugging, explaining, "
         "fixing, exploring or a question. It reads the workspace files you name and "
-        "answers with key points, suggested actions and the files it refers to."
+        "answers with key points, suggested actions and the files it refers to. "
+        "Each answer is stored as a consultation: read one again in full with "
+        "read_consultation(consultation_id)."
     )
     Params = AskPeerParams
     calls_model = True
+    result_limit = PEER_RESULT_CHARS
+
+    @classmethod
+    def definition_for(cls, team):
+        return _with_consultants(cls.definition(), team, "peer", "The consultant to ask.")
 
     def run(self, params: AskPeerParams, ctx: ToolContext) -> str:
-        profile = ConsultantProfile.objects.filter(name=params.peer, enabled=True).first()
+        profile = ctx.team.consultants.filter(name=params.peer, enabled=True).first()
         if profile is None:
-            return f"Error: no enabled consultant named {params.peer!r}. {_peer_list()}"
+            return f"Error: no enabled consultant named {params.peer!r}. {_peer_list(ctx.team)}"
         (record,) = _ask(ctx, [profile], params.request())
-        return c.render(record)
+        footer = f"(Consultation {record.pk}: {_read_hint(record.pk)}.)"
+        limit = self.result_limit - len(footer) - 2
+        return c.render(record, limit, more=_read_hint(record.pk)) + "\n\n" + footer
+
+    @classmethod
+    def digest(cls, params, result):
+        return _asked(params, result) or super().digest(params, result)
 
 
 class AskMultiParams(PeerFields):
@@ -163,23 +274,81 @@ class AskMulti(Tool):
     description = (
         "Ask several other models the same question at once and get their answers side "
         "by side, to compare perspectives (each has its strengths). Omit peers to ask "
-        "every enabled consultant."
+        "every enabled consultant. Every answer is in the result (a long one is cut "
+        "and says so); read one in full with read_consultation(consultation_id)."
     )
     Params = AskMultiParams
     calls_model = True
+    result_limit = MULTI_RESULT_CHARS
+
+    @classmethod
+    def definition_for(cls, team):
+        return _with_consultants(
+            cls.definition(),
+            team,
+            "peers",
+            "Consultants to ask. Omit to ask every enabled one.",
+        )
 
     def run(self, params: AskMultiParams, ctx: ToolContext) -> str:
-        profiles = c.profiles_enabled()
+        profiles = c.profiles_enabled(ctx.team)
         if params.peers:
             wanted = set(params.peers)
             unknown = wanted - {p.name for p in profiles}
             if unknown:
                 names = ", ".join(sorted(unknown))
-                return f"Error: no enabled consultant named {names}. {_peer_list()}"
+                return f"Error: no enabled consultant named {names}. {_peer_list(ctx.team)}"
             profiles = [p for p in profiles if p.name in wanted]
         if not profiles:
-            return "Error: no consultants are enabled; a PM can add them in the admin."
+            return (
+                "Error: no consultants are enabled for this team; a PM can enable them in "
+                "the admin."
+            )
         records = _ask(ctx, profiles, params.request())
         done = sum(r.status == Consultation.Status.DONE for r in records)
-        head = f"{done} of {len(records)} consultants answered."
-        return "\n\n".join([head, *(c.render(r) for r in records)])
+        ids = ", ".join(str(r.pk) for r in records)
+        head = (
+            f"{done} of {len(records)} consultants answered. Consultations {ids}: read one "
+            f"in full with {ReadConsultation.name}(consultation_id)."
+        )
+        # Every answer gets an equal share of the budget: none is dropped.
+        separators = 2 * len(records)
+        share = (self.result_limit - len(head) - separators) // len(records)
+        answers = [c.render(r, share, more=_read_hint(r.pk)) for r in records]
+        return "\n\n".join([head, *answers])
+
+    @classmethod
+    def digest(cls, params, result):
+        asked = _asked(params, result)
+        if not asked:
+            return super().digest(params, result)
+        answered = result.text.split(" consultants answered", 1)[0]
+        return f"{asked} ({answered} answered)"
+
+
+class ReadConsultationParams(Params):
+    consultation_id: int = Field(
+        ge=1, description="The consultation's id, as ask_peer and ask_multi give it"
+    )
+
+
+@register
+class ReadConsultation(Tool):
+    name = "read_consultation"
+    description = (
+        "Read a stored consultation of your team again, in full: the question, the "
+        "consultant's whole answer with its key points, suggested actions, file "
+        "references and alternatives, who answered and when."
+    )
+    Params = ReadConsultationParams
+    result_limit = READ_RESULT_CHARS
+
+    def run(self, params: ReadConsultationParams, ctx: ToolContext) -> str:
+        return c.render_whole(c.consultation_of(ctx.team, params.consultation_id))
+
+    @classmethod
+    def digest(cls, params, result):
+        found = HEADING.search(result.text)
+        if not found:
+            return super().digest(params, result)
+        return f"You read consultation {params.consultation_id} ({found.group(1)}) in full."

@@ -1,10 +1,12 @@
-"""Calling a consultant (seed 002): one structured request to the profile's provider,
-forced into the PeerOutput schema: a forced tool call on Anthropic, a strict JSON
-schema on OpenAI-compatible servers, a canned answer offline.
+"""Calling a consultant: one structured request to the profile's provider, forced
+into the PeerOutput schema (less the responder and timestamp, which Loom sets): a
+forced tool call on Anthropic, a strict JSON schema on OpenAI-compatible servers, a
+canned answer offline.
 
 Only the network happens here, so ask_multi can run several at once in threads; the
-caller validates and records the reply. A profile whose key is missing fails with
-a ModelError before any request is made."""
+caller checks each call against the budgets first (teams.budgets.call_refusal) and
+validates and records the reply. A profile whose key is missing fails with a
+ModelError before any request is made."""
 
 from __future__ import annotations
 
@@ -22,7 +24,6 @@ from teams.consultations import (
     OUTPUT_TOKENS,
     PeerFrame,
     key_problem,
-    now_iso,
     peer_output_schema,
     profile_key,
     strict_schema,
@@ -156,8 +157,6 @@ def _offline(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
     lens = profile.strengths or "general engineering"
     files = [line[4:-4] for line in frame.prompt.splitlines() if line.startswith("--- ")]
     data = {
-        "responder": profile.name,
-        "timestamp": now_iso(),
         "answer": (
             f"(offline model) Looking at this through {lens}: {asked[:200]} Start with the "
             "smallest version that works, and check it against the goal before adding more."

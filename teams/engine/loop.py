@@ -82,16 +82,32 @@ class _TextRelay:
 def model_asker(*, model: str, team: Team, turn: Turn | None = None, agent: Agent | None = None):
     """One-off questions to `model` (smart retrieval), (system, prompt, max tokens) ->
     text; the usage is counted on the turn, or on the team when there is none (a tool
-    run through the API), and recorded as a ModelCall."""
+    run through the API), and recorded as a ModelCall.
+
+    Each question passes the pre-call check first (budgets.call_refusal): a model with
+    no price, or a call that would cross the team's or the agent's cost budget, is not
+    asked; the latter pauses the team with a budget request, as a turn's call does. The
+    refusal is a ModelError, which the tool answers as "Error: ..."."""
 
     def ask_model(system: str, prompt: str, max_tokens: int) -> str:
-        reply = provider_for(model).respond(
+        request = {
+            "system": [{"type": "text", "text": system}],
+            "messages": [{"role": "user", "content": prompt}],
+            "tools": [],
+        }
+        who = f"of {agent.name}" if agent is not None else "through the API"
+        _, refusal = budgets.call_refusal(
+            team=team,
+            agent=agent,
             model=model,
-            system=[{"type": "text", "text": system}],
-            messages=[{"role": "user", "content": prompt}],
-            tools=[],
             max_tokens=max_tokens,
+            about=f"A smart retrieval {who}",
+            **request,
         )
+        if refusal is not None:
+            refusal.stop(team)
+            raise ModelError(refusal.text.removeprefix("Error: "))
+        reply = provider_for(model).respond(model=model, max_tokens=max_tokens, **request)
         model_call_record(
             team=team,
             turn=turn,

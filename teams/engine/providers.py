@@ -4,7 +4,11 @@
 anthropic SDK and needs ANTHROPIC_API_KEY (a missing key is a ModelError that says
 so, never a silent fallback). Every provider speaks one protocol, respond(...) ->
 ModelReply, with streamed text, usage and failures as ModelError, so the loop does
-not know which it has. Providers for other vendors plug in to PROVIDERS."""
+not know which it has. Providers for other vendors plug in to PROVIDERS.
+
+A model without a price (teams.catalog.price_problem) is never called: a paid
+provider's respond() refuses it with a ModelError naming the model and how to add
+its price, so a turn on such a model fails saying so instead of costing $0."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from collections.abc import Callable
 import anthropic
 from django.conf import settings
 
-from teams.catalog import CLAUDE_PREFIX, OFFLINE_MODEL, Usage, family_of
+from teams.catalog import CLAUDE_PREFIX, OFFLINE_MODEL, Usage, family_of, price_problem
 from teams.engine.offline import OfflineProvider
 from teams.engine.reply import DEFAULT_MAX_TOKENS, ModelReply, Provider
 from teams.errors import ModelError
@@ -38,6 +42,9 @@ class AnthropicProvider:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         on_text=None,
     ) -> ModelReply:
+        unpriced = price_problem(model)
+        if unpriced:
+            raise ModelError(unpriced)
         kwargs = {"model": model, "max_tokens": max_tokens, "system": system, "messages": messages}
         if tools:
             kwargs["tools"] = tools
@@ -140,9 +147,10 @@ def provider_for(model: str) -> Provider:
 
 
 def model_problem(model: str) -> str:
-    """Why calls to this model id would fail now, or "" when they can be made."""
+    """Why calls to this model id would fail now, or "" when they can be made (a
+    provider serves it, its key is set, it has a price)."""
     try:
         provider_for(model)
     except ModelError as exc:
         return exc.message
-    return ""
+    return price_problem(model)

@@ -48,6 +48,7 @@ BODIES = {
     "tool_check_drift": {},
     "tool_ask_peer": {"peer": "critic", "prompt": "Is this sound?"},
     "tool_ask_multi": {"prompt": "Is this sound?"},
+    "tool_read_consultation": {"consultation_id": 1},
     "tool_file_list": {"path": ""},
     "tool_file_read": {"path": "notes.md"},
     "tool_file_write": {"path": "notes.md", "content": "Rewritten."},

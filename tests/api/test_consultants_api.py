@@ -45,8 +45,13 @@ def test_a_superuser_adds_and_changes_consultants(root_api, monkeypatch):
 
 
 def test_consultations_are_listed_with_their_output(api, team):
-    ConsultantProfile.objects.create(name="critic", model="loom-offline", strengths="logic")
-    ConsultantProfile.objects.create(name="architect", model="loom-offline", strengths="design")
+    critic = ConsultantProfile.objects.create(
+        name="critic", model="loom-offline", strengths="logic"
+    )
+    architect = ConsultantProfile.objects.create(
+        name="architect", model="loom-offline", strengths="design"
+    )
+    team.consultants.add(critic, architect)  # a team's agents ask only the ones it enabled
     asked = api.post("/teams/alpha/agents/coder/tools/ask_multi", {"prompt": "Which parser?"})
     assert asked.json()["result"].startswith("2 of 2 consultants answered.")
     listed = api.get("/teams/alpha/consultations").json()

@@ -1,17 +1,20 @@
-"""Prices as data (teams.models.ModelPrice, teams.catalog.cost_of): the table is
-seeded with the defaults, edited in the admin by superusers, read with the longest
-matching prefix; an unknown model is counted as free and flagged, never priced as
-another."""
+"""Prices as data (teams.models.ModelPrice, teams.catalog.cost_of): the table starts
+with the defaults, is edited in the admin by superusers, read with the longest
+matching prefix; a model with no price is never priced as another and never called
+(a turn on it fails naming the model and how to add its price; rows recorded before
+are counted as free and flagged)."""
 
 from decimal import Decimal
 
 import pytest
 from django.urls import reverse
 
-from teams import catalog
+from teams import catalog, conversation
 from teams.catalog import Usage, cost_of
-from teams.models import ModelPrice, Turn
-from tests.helpers import client_for
+from teams.engine.providers import model_problem
+from teams.models import Message, ModelPrice, Turn
+from tests.fakes.messages_api import text
+from tests.helpers import client_for, drain
 
 MILLION_IN = Usage(input_tokens=1_000_000)
 
@@ -99,3 +102,37 @@ def test_a_refused_price_list_names_no_other_teams_models(team, pm, other_team):
     manager = client_for(pm)
     assert manager.get(reverse("admin:teams_modelprice_changelist")).status_code == 403
     assert "secret-model-9" not in manager.get(reverse("admin:index")).content.decode()
+
+
+def test_a_turn_on_a_model_without_a_price_fails_saying_so(team, agents, messages_api):
+    api = messages_api([text("Hello.")])
+    coach = agents["coach"]
+    coach.model = "claude-mystery-9"
+    coach.save()
+    conversation.team_start(team=team)
+    drain(team, limit=1)
+    turn = Turn.objects.get(team=team, number=1)
+    assert api.requests == []  # never sent, rather than counted as $0
+    assert turn.status == Turn.Status.FAILED and turn.cost_usd == 0
+    assert turn.error == (
+        "No price is known for the model 'claude-mystery-9', so Loom does not call it (its "
+        "cost could not be counted against the budgets). A superuser adds its price in the "
+        "admin, Model prices: a row for 'claude-mystery-9' or a prefix of it, in USD per "
+        "million tokens; or choose a model that has a price"
+    )
+    note = Message.objects.filter(kind=Message.Kind.SYSTEM).order_by("id").last().content
+    assert note.startswith("The turn of coach failed: No price is known for the model")
+    # The team's page and `serve` say so before any turn: model_problem includes it.
+    assert model_problem("claude-mystery-9") == turn.error
+    assert model_problem("loom-offline") == "" and model_problem("claude-sonnet-4-6") == ""
+    ModelPrice.objects.create(
+        model="claude-mystery", input_usd=1, output_usd=5, cache_write_usd=1, cache_read_usd=0
+    )
+    assert model_problem("claude-mystery-9") == ""
+
+
+def test_the_offline_model_is_free_even_without_its_row(db):
+    ModelPrice.objects.filter(model=catalog.OFFLINE_MODEL).delete()
+    assert catalog.price_problem(catalog.OFFLINE_MODEL) == ""
+    assert catalog.price_problem("claude-sonnet-4-6") == ""
+    assert "'gpt-9'" in catalog.price_problem("gpt-9")

@@ -28,7 +28,9 @@ DEMO_AGENTS = [
 ]
 
 
-# Two offline consultants with the seed's two lenses, so the demo consults with no key.
+# Two offline consultants with two lenses (correctness; architecture), so the demo
+# consults with no key. They are enabled for the demo team only: another team's
+# agents ask only the consultants a PM enables for it.
 DEMO_CONSULTANTS = [
     {"name": "critic", "strengths": "correctness, logic, edge cases"},
     {"name": "architect", "strengths": "architecture, patterns, scalability"},
@@ -67,10 +69,11 @@ class Command(BaseCommand):
                 self.stdout.write(f"The demo team '{team.slug}' already exists.")
             self._ensure_admin(team)
             for spec in DEMO_CONSULTANTS:
-                _, made = ConsultantProfile.objects.get_or_create(
+                profile, made = ConsultantProfile.objects.get_or_create(
                     name=spec["name"],
                     defaults={**spec, "provider": "offline", "model": OFFLINE_MODEL},
                 )
+                team.consultants.add(profile)
                 if made:
                     self.stdout.write(f"Created the offline consultant '{spec['name']}'.")
             pm_group_ensure()

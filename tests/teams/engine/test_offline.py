@@ -222,8 +222,9 @@ def test_every_mesh_tool_it_calls_exists():
 
 
 def test_the_coder_writes_a_file_the_reviewer_reads_it_and_the_coach_consults_once(team):
-    for spec in DEMO_CONSULTANTS:  # as loom_demo makes them
-        ConsultantProfile.objects.create(**spec, provider="offline", model=OFFLINE_MODEL)
+    for spec in DEMO_CONSULTANTS:  # as loom_demo makes them, enabled for the team
+        profile = ConsultantProfile.objects.create(**spec, provider="offline", model=OFFLINE_MODEL)
+        team.consultants.add(profile)
     conversation.team_start(team=team)
     run_until(team, lambda: steps(team, FileRead).exists(), limit=300, answer="HTML only.")
 
