@@ -245,7 +245,7 @@ class Team(models.Model):
         blank=True,
         validators=[validate_tool_access],
         help_text=(
-            'Who may use a tool, e.g. {"file_write": {"roles": ["coder"], "phases": '
+            'Who may use a tool, {"tool name": {"roles": ["coder"], "phases": '
             '["implementation"]}}; an empty list means every role or phase.'
         ),
     )

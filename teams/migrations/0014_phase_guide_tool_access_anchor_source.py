@@ -49,7 +49,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='team',
             name='tool_access',
-            field=models.JSONField(blank=True, default=dict, help_text='Who may use a tool, e.g. {"file_write": {"roles": ["coder"], "phases": ["implementation"]}}; an empty list means every role or phase.', validators=[teams.models.validate_tool_access]),
+            field=models.JSONField(blank=True, default=dict, help_text='Who may use a tool, {"tool name": {"roles": ["coder"], "phases": ["implementation"]}}; an empty list means every role or phase.', validators=[teams.models.validate_tool_access]),
         ),
         migrations.AddField(
             model_name='turnstep',

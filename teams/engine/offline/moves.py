@@ -10,7 +10,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from teams.engine.offline import lines as said
+import teams.engine.offline.lines as said
 from teams.engine.offline.transcript import (
     ANSWERED_QUERY,
     ASKED,
