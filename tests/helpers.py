@@ -91,7 +91,7 @@ def api_token(**kwargs) -> str:
 
 def socket(user, path):
     """A client of our WebSocket routes, as `user` (the auth middleware's job)."""
-    from teams.routing import websocket_urlpatterns
+    from teams.live.routing import websocket_urlpatterns
 
     communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
     communicator.scope["user"] = user

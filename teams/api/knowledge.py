@@ -7,10 +7,9 @@ from ninja import Query, Router, Status
 
 from teams import keepers, services
 from teams.api.auth import caller
-from teams.api.schemas import (
-    MAX_ID,
-    PAGE_DEFAULT,
-    PAGE_MAX,
+from teams.api.paging import MAX_ID, Limit, page_of
+from teams.api.schemas.common import responses
+from teams.api.schemas.knowledge import (
     AnchorIn,
     AnchorOut,
     AnchorRevisionOut,
@@ -19,8 +18,6 @@ from teams.api.schemas import (
     KeeperOut,
     QueryDetailOut,
     RetrievalOut,
-    page_of,
-    responses,
 )
 from teams.catalog import default_model
 from teams.engine.loop import model_asker
@@ -33,7 +30,6 @@ router = Router(tags=["knowledge"])
 
 QUERY_KEY = re.compile(r"q-[0-9a-f]{1,17}")
 ANCHOR_KEY = re.compile(ANCHOR_KEY_PATTERN.removeprefix("^").removesuffix("$"))
-Limit = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX)
 
 
 @router.get(

@@ -5,17 +5,14 @@ from ninja import Query, Router, Status
 
 from teams import webhooks
 from teams.api.auth import caller
-from teams.api.schemas import (
-    MAX_ID,
-    PAGE_DEFAULT,
-    PAGE_MAX,
+from teams.api.paging import MAX_ID, Limit, page_of
+from teams.api.schemas.common import responses
+from teams.api.schemas.webhooks import (
     WebhookCreatedOut,
     WebhookDeliveryOut,
     WebhookDeliveryPage,
     WebhookIn,
     WebhookOut,
-    page_of,
-    responses,
 )
 from teams.errors import NotFound
 from teams.models import Team, Webhook, WebhookDeliveryStatus
@@ -89,7 +86,7 @@ def webhooks_deliveries(
     team: str,
     webhook_id: int,
     after: int = Query(0, ge=0, le=MAX_ID, description="Return what comes after this id."),
-    limit: int = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX),
+    limit: int = Limit,
     status: WebhookDeliveryStatus | None = None,
 ):
     """The webhook's deliveries, oldest first: event, status, attempts, the last

@@ -27,7 +27,7 @@ from django.db import connection
 from django.utils import timezone
 
 from loomsite.env import parse_redis_url
-from teams import conversation, services
+from teams import services, team_actions
 from teams.models import Message, Team, Turn, TurnStep
 from tests.fakes.messages_api import (
     Failure,
@@ -244,7 +244,7 @@ def running_turn(team: Team) -> Turn:
 
 def kill_mid_turn(site, api, slug: str, hold: str) -> None:
     team = make_team(slug)
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     wait_for(lambda: Turn.objects.filter(team=team, status="done").count() >= 2, 30, "2 turns")
     api.model.hold(hold, 30)  # the next such call hangs until its worker is killed
     assert api.model.held.wait(20), site.logs()
@@ -283,7 +283,7 @@ def test_a_worker_killed_between_a_tool_step_and_the_turn_end(site, api):
 @needs_services
 def test_redis_stopped_and_restarted_mid_conversation(site, redis_server):
     team = make_team("redis-restart")
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     wait_for(lambda: Turn.objects.filter(team=team, status="done").count() >= 2, 30, "2 turns")
     redis_server.stop()
     time.sleep(1.5)
@@ -300,7 +300,7 @@ def test_redis_stopped_and_restarted_mid_conversation(site, redis_server):
 @needs_services
 def test_the_workers_database_connections_terminated_mid_turn(site, api):
     team = make_team("pg-terminated")
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     wait_for(lambda: Turn.objects.filter(team=team, status="done").count() >= 2, 30, "2 turns")
     api.model.hold("first", 2)
     assert api.model.held.wait(20), site.logs()
@@ -353,7 +353,7 @@ def test_the_model_server_failing_once_is_retried_and_the_team_goes_on(
     team = make_team("flaky")
     team.max_turns = 2
     team.save()
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team)
     assert settled(team)
     assert_nothing_lost(team, turns=2)
@@ -364,7 +364,7 @@ def test_the_model_server_failing_once_is_retried_and_the_team_goes_on(
 def test_the_model_server_failing_past_the_retries_fails_the_turn_visibly(db, messages_api):
     api = messages_api(lambda request: server_error())
     team = make_team("down")
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     (turn,) = drain(team)
     team.refresh_from_db()
     assert turn.status == Turn.Status.FAILED and "HTTP 500" in turn.error

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.db import connections
 from django.utils import timezone
 
-from teams import conversation, questions, services, turns
+from teams import questions, services, team_actions, turns
 from teams.engine import loop, prompts
 from teams.errors import InvalidInput, NotFound
 from teams.models import Keeper, Message, Query, Team, Turn
@@ -130,7 +130,7 @@ class TestWakeUps:
         assert team.status == Team.Status.IDLE and team.turn_count == 0
 
     def test_running_team_does_not_get_extra_turns(self, team):
-        conversation.team_start(team=team)
+        team_actions.team_start(team=team)
         questions.ask(team=team, question="Which database?", target="coder")
         assert Turn.objects.filter(purpose="inbox").count() == 0
 
@@ -238,7 +238,7 @@ def test_scenario_a_asks_b_and_b_answers(team, agents, messages_api):
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=6)
     ask_result = api.requests[2].body["messages"][-1]["content"][0]["content"]
     assert ask_result.startswith("Question sent to coder. Query ID: q-")
@@ -253,7 +253,7 @@ def test_scenario_a_asks_b_and_b_answers(team, agents, messages_api):
 
 def test_scenario_forward_chain_with_enrichment(team, agents, messages_api):
     api = messages_api(forward_chain_script())
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=6)
     reviewer_request = [r for r in api.requests if r.agent == "reviewer"][0]
     assert "[Query from coder | ID: q-" in reviewer_request.dump

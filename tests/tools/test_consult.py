@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from teams import conversation
+from teams import team_actions
 from teams.consultations import PeerOutput, parse_peer_output, strict_schema
 from teams.errors import InvalidInput
 from teams.models import ConsultantProfile, Consultation, Team, Turn
@@ -231,7 +231,7 @@ def test_a_malformed_reply_is_a_clear_error_and_the_turn_finishes(
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=1)
     turn = Turn.objects.get(number=1)
     assert (turn.status, turn.outcome) == ("done", "message"), turn.error
