@@ -150,7 +150,7 @@ def key_in(request) -> str:
 
 
 def forward_chain_script():
-    """Seed 000's forward chain for the four-agent team: the researcher asks the coder,
+    """A forwarded question in the four-agent team: the researcher asks the coder,
     the coder forwards to the reviewer with what it knows, the reviewer answers."""
     from tests.fakes.messages_api import text, tool
 

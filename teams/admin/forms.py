@@ -5,6 +5,7 @@ from django import forms
 from teams import services
 from teams.errors import LoomError
 from teams.models import (
+    Anchor,
     ApiToken,
     PMRequest,
     Webhook,
@@ -19,7 +20,7 @@ class PMRequestAnswerForm(forms.ModelForm):
     pin_as = forms.CharField(
         label="Pin as anchor",
         required=False,
-        max_length=80,
+        max_length=Anchor._meta.get_field("key").max_length,
         help_text="A key (e.g. output_format): the answer becomes that anchor, in every "
         "later prompt of the team.",
     )

@@ -38,7 +38,7 @@ def team_and_agent(who: Caller, team: str, agent: str) -> tuple[Team, Agent]:
     operation_id="agents_list",
 )
 def agents_list(request, team: str):
-    return [AgentOut.of(agent) for agent in caller(request).team(team).agents.all()]
+    return [AgentOut.model_validate(agent) for agent in caller(request).team(team).agents.all()]
 
 
 @router.post(
@@ -50,7 +50,9 @@ def agents_create(request, team: str, payload: AgentIn):
     who = caller(request)
     row = who.team(team)
     who.require_pm("add agents")
-    return Status(201, AgentOut.of(services.agent_create(team=row, **payload.model_dump())))
+    return Status(
+        201, AgentOut.model_validate(services.agent_create(team=row, **payload.model_dump()))
+    )
 
 
 @router.get(
@@ -59,7 +61,7 @@ def agents_create(request, team: str, payload: AgentIn):
     operation_id="agents_get",
 )
 def agents_get(request, team: str, agent: str):
-    return AgentOut.of(team_and_agent(caller(request), team, agent)[1])
+    return AgentOut.model_validate(team_and_agent(caller(request), team, agent)[1])
 
 
 @router.patch(
@@ -77,7 +79,7 @@ def agents_update(request, team: str, agent: str, payload: AgentPatch):
         setattr(row, field, getattr(payload, field))
     services.agent_update(agent=row, fields=fields)
     row.refresh_from_db()
-    return AgentOut.of(row)
+    return AgentOut.model_validate(row)
 
 
 @router.delete(

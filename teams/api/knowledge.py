@@ -126,7 +126,7 @@ def keepers_get(
     page, has_more = page_of(keeper.entries.filter(position__gt=after).order_by("position"), limit)
     return KeeperDetailOut(
         keeper=KeeperOut.of(keeper, keeper.entries.count()),
-        entries=[KeeperEntryOut.of(e) for e in page],
+        entries=[KeeperEntryOut.model_validate(e) for e in page],
         next_after=page[-1].position if page else after,
         has_more=has_more,
     )
@@ -146,7 +146,7 @@ def _anchor_key(key: str) -> str:
 def anchors_list(request, team: str):
     """The team's anchors, in every agent's system prompt."""
     row = caller(request).team(team)
-    return [AnchorOut.of(a) for a in Anchor.objects.filter(team=row).order_by("key")]
+    return [AnchorOut.model_validate(a) for a in Anchor.objects.filter(team=row).order_by("key")]
 
 
 @router.put(
@@ -161,7 +161,7 @@ def anchors_put(request, team: str, key: str, payload: AnchorIn):
     who.require_pm("change anchors")
     # The service validates the key (a 422 saying what keys may be).
     anchor = services.anchor_save(team=row, key=key, value=payload.value, changed_by=who.label)
-    return AnchorOut.of(anchor)
+    return AnchorOut.model_validate(anchor)
 
 
 @router.delete(
@@ -191,4 +191,4 @@ def anchors_history(request, team: str, key: str, limit: int = Limit):
     )
     if not revisions:
         raise NotFound(f"Team {row.slug!r} has never had an anchor {key!r}.")
-    return [AnchorRevisionOut.of(r) for r in revisions]
+    return [AnchorRevisionOut.model_validate(r) for r in revisions]

@@ -1,4 +1,4 @@
-"""Seed 000 D.2 and D.3: how queries and answers reach agents, the router's limits,
+"""How queries and answers reach agents, the router's limits,
 and the three end-to-end scenarios through the agent loop and the fake Messages API."""
 
 import re
@@ -209,7 +209,7 @@ def test_twenty_threads_answer_the_same_query_once():
     )
 
 
-# --- end to end (seed 000 D.3), through the agent loop ---------------------------
+# --- end to end, through the agent loop ------------------------------------------
 
 
 def test_scenario_a_asks_b_and_b_answers(team, agents, messages_api):

@@ -1,4 +1,4 @@
-"""Seed 002: PeerOutput, ask_peer and ask_multi through the real anthropic and openai
+"""Consultations: PeerOutput, ask_peer and ask_multi through the real anthropic and openai
 SDKs against local fakes of their APIs."""
 
 import json

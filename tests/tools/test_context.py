@@ -1,4 +1,4 @@
-"""Seed 000 D.1.1-D.1.2: context_retrieve and context_offload."""
+"""The context tools: context_retrieve and context_offload."""
 
 import pytest
 

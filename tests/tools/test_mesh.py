@@ -1,4 +1,4 @@
-"""Seed 004's test lists: anchors CRUD and the prompt block, scan_hierarchy (6),
+"""The mesh: anchors CRUD and the prompt block, scan_hierarchy (6),
 save_anchor (4 + prompt), think_back (6), check_drift (6), and its integration
 workflow; then the same mesh through the real anthropic client."""
 
@@ -288,7 +288,7 @@ class TestCheckDrift:
         assert lost.endswith("=== END DRIFT REPORT ===")
 
 
-# --- the seed's integration workflow -----------------------------------------------
+# --- the mesh's integration workflow -----------------------------------------------
 
 
 def test_workflow_anchor_think_back_drift_check(ctx_for, team, agents):

@@ -6,12 +6,11 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from teams.api.schemas.common import In
+from teams.api.schemas.common import FromRow, In
 from teams.event_payloads import QueryOut
 from teams.models import (
     AGENT_NAME_PATTERN,
     HUMAN_TEXT_LIMIT,
-    Agent,
     AgentRole,
 )
 
@@ -35,7 +34,7 @@ class AgentPatch(In):
     context_budget_tokens: int = Field(None, ge=1_000, le=10_000_000)
 
 
-class AgentOut(BaseModel):
+class AgentOut(FromRow):
     name: str
     role: str
     model: str
@@ -49,24 +48,6 @@ class AgentOut(BaseModel):
     tactic: str
     action: str
     created_at: datetime
-
-    @classmethod
-    def of(cls, agent: Agent) -> AgentOut:
-        return cls(
-            name=agent.name,
-            role=agent.role,
-            model=agent.model,
-            effective_model=agent.effective_model,
-            role_prompt=agent.role_prompt,
-            position=agent.position,
-            context_budget_tokens=agent.context_budget_tokens,
-            turns=agent.turns,
-            drift_score=agent.drift_score,
-            trajectory=agent.trajectory,
-            tactic=agent.tactic,
-            action=agent.action,
-            created_at=agent.created_at,
-        )
 
 
 class ContextMessageOut(BaseModel):

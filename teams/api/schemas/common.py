@@ -5,6 +5,13 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 
+class FromRow(BaseModel):
+    """An Out schema whose fields are its row's attributes as they are: built with
+    `model_validate(row)`. Schemas that convert a field keep an explicit `of`."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+
 class In(BaseModel):
     """Unknown fields are refused, not ignored: a typo is an error, not a no-op."""
 

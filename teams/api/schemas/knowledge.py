@@ -6,14 +6,11 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from teams.api.schemas.common import In
+from teams.api.schemas.common import FromRow, In
 from teams.event_payloads import QueryOut
 from teams.models import (
     HUMAN_TEXT_LIMIT,
-    Anchor,
-    AnchorRevision,
     Keeper,
-    KeeperEntry,
     Query,
 )
 
@@ -57,14 +54,10 @@ class KeeperOut(BaseModel):
         )
 
 
-class KeeperEntryOut(BaseModel):
+class KeeperEntryOut(FromRow):
     position: int
     role: str
     content: str
-
-    @classmethod
-    def of(cls, entry: KeeperEntry) -> KeeperEntryOut:
-        return cls(position=entry.position, role=entry.role, content=entry.content)
 
 
 class KeeperDetailOut(BaseModel):
@@ -82,33 +75,15 @@ class AnchorIn(In):
     value: str = Field(min_length=1, max_length=HUMAN_TEXT_LIMIT)
 
 
-class AnchorOut(BaseModel):
+class AnchorOut(FromRow):
     key: str
     value: str
     updated_by: str
     updated_at: datetime
 
-    @classmethod
-    def of(cls, anchor: Anchor) -> AnchorOut:
-        return cls(
-            key=anchor.key,
-            value=anchor.value,
-            updated_by=anchor.updated_by,
-            updated_at=anchor.updated_at,
-        )
 
-
-class AnchorRevisionOut(BaseModel):
+class AnchorRevisionOut(FromRow):
     value: str
     deleted: bool
     changed_by: str
     created_at: datetime
-
-    @classmethod
-    def of(cls, revision: AnchorRevision) -> AnchorRevisionOut:
-        return cls(
-            value=revision.value,
-            deleted=revision.deleted,
-            changed_by=revision.changed_by,
-            created_at=revision.created_at,
-        )

@@ -10,9 +10,11 @@ from teams.api.schemas.common import In
 from teams.event_payloads import MessageOut, TurnOut
 from teams.models import (
     HUMAN_TEXT_LIMIT,
+    Anchor,
     MessageKind,
 )
 
+ANCHOR_KEY_MAX = Anchor._meta.get_field("key").max_length
 MessageKindFilter = Literal[tuple(MessageKind.values)]  # type: ignore[valid-type]
 
 
@@ -30,7 +32,7 @@ class AnswerIn(In):
     answer: str = Field(min_length=1, max_length=HUMAN_TEXT_LIMIT)
     pin_as: str | None = Field(
         None,
-        max_length=80,
+        max_length=ANCHOR_KEY_MAX,
         description="Also pin the answer as the anchor of this key: in every later prompt.",
     )
 

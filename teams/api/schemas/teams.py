@@ -22,6 +22,8 @@ from teams.models import (
 
 # The slug rule is the model's (one definition: teams.models.team_slug_validator).
 SLUG_PATTERN = team_slug_validator.regex.pattern
+SLUG_MAX = Team._meta.get_field("slug").max_length
+NAME_MAX = Team._meta.get_field("name").max_length
 PhaseName = Annotated[str, Field(min_length=1, max_length=PHASE_NAME_MAX)]
 PHASES_HELP = f"Phase names in order, each at most {PHASE_NAME_MAX} characters."
 PLAN_HELP = "Markdown; its '## Plan' section is what agents see when they think back."
@@ -29,9 +31,11 @@ PLAN_HELP = "Markdown; its '## Plan' section is what agents see when they think 
 
 class TeamIn(In):
     slug: str = Field(
-        max_length=60, pattern=SLUG_PATTERN, description="Lowercase letters, digits and dashes."
+        max_length=SLUG_MAX,
+        pattern=SLUG_PATTERN,
+        description="Lowercase letters, digits and dashes.",
     )
-    name: str = Field("", max_length=120)
+    name: str = Field("", max_length=NAME_MAX)
     goal: str = Field("", max_length=HUMAN_TEXT_LIMIT)
     plan: str = Field("", max_length=PLAN_LIMIT, description=PLAN_HELP)
     phases: list[PhaseName] | None = Field(
@@ -46,8 +50,8 @@ class TeamIn(In):
 class TeamPatch(In):
     """Only the fields given change; status, phase, turns and spend are the engine's."""
 
-    slug: str = Field(None, max_length=60, pattern=SLUG_PATTERN)
-    name: str = Field(None, max_length=120)
+    slug: str = Field(None, max_length=SLUG_MAX, pattern=SLUG_PATTERN)
+    name: str = Field(None, max_length=NAME_MAX)
     goal: str = Field(None, max_length=HUMAN_TEXT_LIMIT)
     plan: str = Field(None, max_length=PLAN_LIMIT, description=PLAN_HELP)
     phases: list[PhaseName] = Field(
@@ -63,11 +67,11 @@ class TeamCloneIn(In):
 
     slug: str | None = Field(
         None,
-        max_length=60,
+        max_length=SLUG_MAX,
         pattern=SLUG_PATTERN,
         description="The copy's slug; not given: the source's slug with -2, -3...",
     )
-    name: str | None = Field(None, max_length=120, description="Not given: the source's name.")
+    name: str | None = Field(None, max_length=NAME_MAX, description="Not given: the source's name.")
 
 
 class TeamOut(BaseModel):
@@ -106,7 +110,7 @@ class TeamOut(BaseModel):
             turn_count=team.turn_count,
             max_cost_usd=f"{team.max_cost_usd:.4f}",
             spent_usd=f"{team.spent_usd:.6f}",
-            agents=[AgentOut.of(a) for a in team.agents.all()],
+            agents=[AgentOut.model_validate(a) for a in team.agents.all()],
             created_at=team.created_at,
             updated_at=team.updated_at,
         )

@@ -14,7 +14,7 @@ from teams.models import (
 
 
 class TokenIn(In):
-    label: str = Field("", max_length=80)
+    label: str = Field("", max_length=ApiToken._meta.get_field("name").max_length)
     agent: str | None = Field(None, pattern=AGENT_NAME_PATTERN, description="Bind to an agent.")
 
 

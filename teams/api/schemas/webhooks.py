@@ -7,11 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from teams.api.schemas.common import In
+from teams.api.schemas.common import FromRow, In
 from teams.models import (
     WEBHOOK_URL_MAX,
-    Webhook,
-    WebhookDelivery,
     WebhookEvent,
 )
 
@@ -30,24 +28,13 @@ class WebhookIn(In):
     enabled: bool = True
 
 
-class WebhookOut(BaseModel):
+class WebhookOut(FromRow):
     id: int
     url: str
     events: list[str]
     enabled: bool
     secret_prefix: str = Field(description="The secret's first characters, to tell it.")
     created_at: datetime
-
-    @classmethod
-    def of(cls, webhook: Webhook) -> WebhookOut:
-        return cls(
-            id=webhook.id,
-            url=webhook.url,
-            events=list(webhook.events),
-            enabled=webhook.enabled,
-            secret_prefix=webhook.secret_prefix,
-            created_at=webhook.created_at,
-        )
 
 
 class WebhookCreatedOut(WebhookOut):
@@ -56,7 +43,7 @@ class WebhookCreatedOut(WebhookOut):
     )
 
 
-class WebhookDeliveryOut(BaseModel):
+class WebhookDeliveryOut(FromRow):
     id: int = Field(description="Sent as X-Loom-Delivery: the same on every retry.")
     event: str
     status: str = Field(description="pending, delivering, delivered or failed.")
@@ -67,21 +54,6 @@ class WebhookDeliveryOut(BaseModel):
     delivered_at: datetime | None
     created_at: datetime
     payload: dict = Field(description="The JSON body POSTed.")
-
-    @classmethod
-    def of(cls, delivery: WebhookDelivery) -> WebhookDeliveryOut:
-        return cls(
-            id=delivery.id,
-            event=delivery.event,
-            status=delivery.status,
-            attempts=delivery.attempts,
-            next_attempt_at=delivery.next_attempt_at,
-            last_status_code=delivery.last_status_code,
-            last_error=delivery.last_error,
-            delivered_at=delivery.delivered_at,
-            created_at=delivery.created_at,
-            payload=delivery.payload,
-        )
 
 
 class WebhookDeliveryPage(BaseModel):

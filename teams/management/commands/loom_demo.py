@@ -28,7 +28,8 @@ DEMO_AGENTS = [
 ]
 
 
-# Two offline consultants with the seed's two lenses, so the demo consults with no key.
+# Two offline consultants with two lenses (correctness, architecture), so the demo
+# consults with no key.
 DEMO_CONSULTANTS = [
     {"name": "critic", "strengths": "correctness, logic, edge cases"},
     {"name": "architect", "strengths": "architecture, patterns, scalability"},

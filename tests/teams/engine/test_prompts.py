@@ -1,4 +1,4 @@
-"""What an agent sees: seed 003's prompt rules."""
+"""What an agent sees: the prompt's rules (role, norms, anchors, @mentions, phases)."""
 
 from teams import services, team_actions
 from teams.engine import prompts
