@@ -200,3 +200,20 @@ def state() -> dict:
         ]
     rows["managers"] = sorted(Team.managers.through.objects.values_list("team_id", "user_id"))
     return rows
+
+
+def make_turn(agent, **fields):
+    """A turn row of `agent` in its team, with the fields given (the engine's own
+    turns are enqueued by teams.turns; tests that need a turn in a state make one)."""
+    from teams.models import Turn
+
+    return Turn.objects.create(team=fields.pop("team", None) or agent.team, agent=agent, **fields)
+
+
+def make_consultation(agent, **fields):
+    """A consultation row asked by `agent` in its team, with the fields given."""
+    from teams.models import Consultation
+
+    return Consultation.objects.create(
+        team=fields.pop("team", None) or agent.team, agent=agent, **fields
+    )

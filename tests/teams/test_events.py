@@ -9,7 +9,15 @@ from teams import events, pm_requests, questions, services, team_actions
 from teams.event_payloads import MessageOut, PMRequestOut, QueryOut, TeamStatusOut, TurnOut
 from teams.events import Audience
 from teams.models import Query, Turn
-from tests.helpers import drain, forward_chain_script, make_team, make_user, receive_until, socket
+from tests.helpers import (
+    drain,
+    forward_chain_script,
+    make_team,
+    make_turn,
+    make_user,
+    receive_until,
+    socket,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,7 +27,7 @@ def make_world():
     team = make_team("alpha")
     coach = team.agents.get(name="coach")
     message = services.message_add(team=team, content="Hello.", author=coach)
-    turn = Turn.objects.create(team=team, agent=coach, number=1)
+    turn = make_turn(coach, number=1)
     request = pm_requests.pm_request_open(team=team, agent=coach, question="HTML or PDF?")
     query = questions.ask(team=team, origin=coach, question="Which parser?", target="coder")
     pm = make_user("alice", manages=[team])

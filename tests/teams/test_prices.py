@@ -10,8 +10,8 @@ from django.urls import reverse
 
 from teams import catalog
 from teams.catalog import Usage, cost_of
-from teams.models import ModelPrice, Turn
-from tests.helpers import client_for
+from teams.models import ModelPrice
+from tests.helpers import client_for, make_turn
 
 MILLION_IN = Usage(input_tokens=1_000_000)
 
@@ -57,7 +57,7 @@ def test_an_empty_table_falls_back_to_the_code_defaults(db):
 def test_an_unknown_model_is_free_and_flagged(team, agents, superuser):
     assert catalog.price_for("gpt-9") is None
     assert cost_of("gpt-9", MILLION_IN) == 0  # not priced as Sonnet
-    Turn.objects.create(team=team, agent=agents["coder"], status="done", model="gpt-9")
+    make_turn(agents["coder"], status="done", model="gpt-9")
     admin = client_for(superuser)
     turns = admin.get(reverse("admin:teams_turn_changelist")).content.decode()
     assert "unknown price: gpt-9" in turns
@@ -95,7 +95,7 @@ def test_a_refused_price_list_names_no_other_teams_models(team, pm, other_team):
     """A PM sent away from the price list (403) is not told, on their next page, which
     unpriced models other teams used."""
     coach = other_team.agents.get(name="coach")
-    Turn.objects.create(team=other_team, agent=coach, status="done", model="secret-model-9")
+    make_turn(coach, status="done", model="secret-model-9")
     manager = client_for(pm)
     assert manager.get(reverse("admin:teams_modelprice_changelist")).status_code == 403
     assert "secret-model-9" not in manager.get(reverse("admin:index")).content.decode()

@@ -15,7 +15,7 @@ from teams.engine import loop, prompts
 from teams.errors import InvalidInput, NotFound
 from teams.models import Keeper, Message, Query, Team, Turn
 from tests.fakes.messages_api import text, tool
-from tests.helpers import drain, forward_chain_script, key_in, per_agent
+from tests.helpers import drain, forward_chain_script, key_in, make_turn, per_agent
 
 
 def history_text(agent, team):
@@ -54,12 +54,12 @@ class TestProtocol:
         """Delivered mid-turn: not in that turn's snapshot, not lost either."""
         coder = agents["coder"]
         api = messages_api([text("Working."), text("Now I see it.")])
-        first = Turn.objects.create(team=team, agent=coder, phase=team.phase)
+        first = make_turn(coder, phase=team.phase)
         claimed = turns.turn_claim(first.id, "w")  # the turn's snapshot is taken here
         questions.ask(team=team, origin=agents["reviewer"], question="Mid-turn?", target="coder")
         loop.execute(claimed, "w")
         assert "Mid-turn?" not in api.requests[0].dump
-        second = Turn.objects.create(team=team, agent=coder, phase=team.phase)
+        second = make_turn(coder, phase=team.phase)
         loop.run_turn(second.id, "w")
         assert "Mid-turn?" in api.requests[1].dump
 
@@ -150,7 +150,7 @@ class TestAutomaticOffload:
         coder.context_budget_tokens = 1000
         coder.save()
         api = messages_api([text("Fine.")])
-        turn = Turn.objects.create(team=team, agent=coder, phase=team.phase)
+        turn = make_turn(coder, phase=team.phase)
         loop.run_turn(turn.id, "w")
         first, *more = Keeper.objects.filter(agent=coder).order_by("id")
         assert first.entries.count() >= 3
@@ -165,7 +165,7 @@ class TestAutomaticOffload:
     def test_under_budget_nothing_happens(self, team, agents, messages_api):
         messages_api([text("Fine.")])
         services.message_add(team=team, author=agents["reviewer"], content="short")
-        turn = Turn.objects.create(team=team, agent=agents["coder"], phase=team.phase)
+        turn = make_turn(agents["coder"], phase=team.phase)
         loop.run_turn(turn.id, "w")
         assert not Keeper.objects.exists()
 
@@ -282,7 +282,7 @@ def test_scenario_offload_then_retrieve(team, agents, messages_api):
             text("Recalled."),
         ]
     )
-    turn = Turn.objects.create(team=team, agent=agents["coder"], phase=team.phase)
+    turn = make_turn(agents["coder"], phase=team.phase)
     loop.run_turn(turn.id, "w")
     keeper = Keeper.objects.get()
     offloaded = list(keeper.entries.values_list("content", flat=True))

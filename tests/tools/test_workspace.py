@@ -20,9 +20,9 @@ import pytest
 
 from teams import team_actions, workspace
 from teams.errors import InvalidInput
-from teams.models import DEFAULT_PHASES, Agent, Team, Turn, WorkspaceFile
+from teams.models import DEFAULT_PHASES, Agent, Team, WorkspaceFile
 from tests.fakes.messages_api import Reply, text, tool
-from tests.helpers import drain, per_agent
+from tests.helpers import drain, make_turn, per_agent
 from tools import registry
 
 pytestmark = pytest.mark.django_db
@@ -307,7 +307,7 @@ def test_files_touched_stay_unique_and_bounded(team, agents):
 
 def test_the_domain_refuses_the_write_limits_itself(team, agents):
     coder = agents["coder"]
-    turn = Turn.objects.create(team=team, agent=coder, status="running", number=7)
+    turn = make_turn(coder, status="running", number=7)
     with pytest.raises(InvalidInput, match="limit is 20 writes per turn"):
         workspace.file_write(
             team=team, agent=coder, turn=turn, path="a.txt", content="", writes_this_turn=20

@@ -8,16 +8,15 @@ from teams import pm_requests, questions, services, webhooks, workspace
 from teams.models import (
     ApiToken,
     ConsultantProfile,
-    Consultation,
     Keeper,
     KeeperEntry,
     Message,
     ModelPrice,
     Team,
-    Turn,
     TurnStep,
     WorkspaceFile,
 )
+from tests.helpers import make_consultation, make_turn
 
 
 def one_of_each(team) -> dict:
@@ -28,7 +27,7 @@ def one_of_each(team) -> dict:
     anchor = services.anchor_save(team=team, key="lang", value=f"Python for {team.slug}")
     pm_request = pm_requests.pm_request_open(team=team, question=f"Scope {team.slug}?", agent=coach)
     query = questions.ask(team=team, question=f"Why {team.slug}?", origin=coach, target="coder")
-    turn = Turn.objects.create(team=team, agent=coach, status="done", input_tokens=10)
+    turn = make_turn(coach, status="done", input_tokens=10)
     step = TurnStep.objects.create(turn=turn, index=0, kind="model", content=[{"type": "text"}])
     keeper = Keeper.objects.create(team=team, agent=coach, topic=f"auth {team.slug}")
     entry = KeeperEntry.objects.create(
@@ -39,9 +38,7 @@ def one_of_each(team) -> dict:
         model="claude-sonnet",
         defaults={"input_usd": 3, "output_usd": 15, "cache_write_usd": 3.75, "cache_read_usd": 0.3},
     )
-    consultation = Consultation.objects.create(
-        team=team, agent=coach, profile=profile, prompt=f"Check {team.slug}"
-    )
+    consultation = make_consultation(coach, profile=profile, prompt=f"Check {team.slug}")
     token, _ = services.api_token_create(team=team, label=f"ci-{team.slug}")
     workspace.file_write(
         team=team,
@@ -259,15 +256,10 @@ def test_query_change_page_shows_the_hop_chain(admin_client, team, agents):
 
 
 def test_team_admin_links_to_live_view_and_shows_totals(admin_client, team, agents):
-    from teams.models import Team, Turn
+    from teams.models import Team
 
-    Turn.objects.create(
-        team=team,
-        agent=agents["coach"],
-        status="done",
-        input_tokens=1200,
-        output_tokens=300,
-        cost_usd="0.0081",
+    make_turn(
+        agents["coach"], status="done", input_tokens=1200, output_tokens=300, cost_usd="0.0081"
     )
     Team.objects.filter(pk=team.pk).update(spent_usd="0.0081")
     page = admin_client.get(reverse("admin:teams_team_change", args=[team.pk])).content.decode()
@@ -280,16 +272,13 @@ def test_team_admin_links_to_live_view_and_shows_totals(admin_client, team, agen
 
 
 def test_agent_console_shows_drift_report_and_chart(admin_client, team, agents):
-    from teams.models import Turn
 
     coach = agents["coach"]
     coach.trajectory = "Ship <b>v1</b>"
     coach.save()
     services.anchor_save(team=team, key="lang", value="<i>Python</i>")
     for n, score in enumerate([90, 70, 40], start=1):
-        Turn.objects.create(
-            team=team, agent=coach, status="done", number=n, input_tokens=100 * n, drift_score=score
-        )
+        make_turn(coach, status="done", number=n, input_tokens=100 * n, drift_score=score)
     page = admin_client.get(reverse("admin:teams_agent_change", args=[coach.pk])).content.decode()
     assert "=== DRIFT REPORT ===" in page and "Original: Ship &lt;b&gt;v1&lt;/b&gt;" in page
     assert "<svg" in page and page.count('class="bar"') == 3 and "<polyline" in page

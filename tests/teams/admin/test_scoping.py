@@ -31,15 +31,15 @@ TEAMS_MODELS = sorted(
 
 
 @pytest.fixture
-def other_team(db):
-    """Beta with the usual four agents (the shared fixture's beta has only a coach)."""
+def beta_team(db):
+    """Beta with the usual four agents (the shared other_team has only a coach)."""
     return make_team("beta")
 
 
 @pytest.fixture
-def worlds(team, other_team):
+def worlds(team, beta_team):
     """One row of every teams-app model in alpha and in beta."""
-    return {"alpha": one_of_each(team), "beta": one_of_each(other_team)}
+    return {"alpha": one_of_each(team), "beta": one_of_each(beta_team)}
 
 
 @pytest.fixture(params=["pm-group", "every-teams-permission"])
@@ -254,13 +254,13 @@ def test_superuser_still_sees_and_edits_everything(superuser, worlds, pm):
     assert list(beta.managers.all()) == [pm]
 
 
-def test_a_pm_in_the_pm_group_runs_their_team_in_the_admin(pm, team, other_team, agents):
+def test_a_pm_in_the_pm_group_runs_their_team_in_the_admin(pm, team, beta_team, agents):
     pm.groups.add(pm_group_ensure())
     client = client_for(pm)
     index = client.get(reverse("admin:index")).content.decode()
     assert "PM requests" in index and "Consultant profiles" not in index
     listing = client.get(url(Team, "changelist")).content.decode()
-    assert url(team, "change") in listing and url(other_team, "change") not in listing
+    assert url(team, "change") in listing and url(beta_team, "change") not in listing
     assert "beta" not in listing.lower()
     assert client.get(url(team, "change")).status_code == 200
     assert client.get(url(agents["coder"], "change")).status_code == 200
@@ -275,8 +275,8 @@ def test_a_pm_in_the_pm_group_runs_their_team_in_the_admin(pm, team, other_team,
     client.post(changelist, {"action": "resume_teams", "_selected_action": [team.pk]})
 
     request = pm_requests.pm_request_open(team=team, agent=agents["coach"], question="Scope?")
-    team_actions.team_start(team=other_team)
-    theirs = pm_requests.pm_request_open(team=other_team, question="Theirs?")
+    team_actions.team_start(team=beta_team)
+    theirs = pm_requests.pm_request_open(team=beta_team, question="Theirs?")
     inbox = client.get(url(PMRequest, "changelist")).content.decode()
     assert url(request, "change") in inbox and url(theirs, "change") not in inbox
     assert client.post(url(request, "change"), {"answer": "Keep it small."}).status_code == 302

@@ -9,10 +9,10 @@ from django.urls import reverse
 
 from teams import catalog, services, team_actions
 from teams.catalog import Usage
-from teams.models import Consultation, Keeper, KeeperEntry, ModelCall, Team
+from teams.models import Keeper, KeeperEntry, ModelCall, Team
 from teams.usage import model_call_record
 from tests.fakes.messages_api import text, tool
-from tests.helpers import ApiClient, api_token, client_for, drain
+from tests.helpers import ApiClient, api_token, client_for, drain, make_consultation
 
 
 @pytest.fixture(autouse=True)
@@ -41,9 +41,8 @@ def spent(team, agents, messages_api):
     team_actions.team_start(team=team)
     drain(team, limit=5)
     team_actions.team_pause(team=Team.objects.get(pk=team.pk))
-    Consultation.objects.create(
-        team=team,
-        agent=agents["coder"],
+    make_consultation(
+        agents["coder"],
         prompt="Is this sound?",
         model="claude-haiku-4-5",
         input_tokens=1000,

@@ -6,7 +6,8 @@ import os
 import pytest
 
 from teams import workspace
-from teams.models import DEFAULT_PHASES, Team, Turn
+from teams.models import DEFAULT_PHASES, Team
+from tests.helpers import make_turn
 from tests.tools.test_workspace import HOSTILE_PATHS, hostile_workspace
 
 pytestmark = pytest.mark.django_db
@@ -17,7 +18,7 @@ def files(team, agents):
     """src/app.py written by the coder in turn 4, notes.md by the researcher outside any
     turn, a binary logo.png nobody recorded, and the canary secret.txt next to the
     workspace."""
-    turn = Turn.objects.create(team=team, agent=agents["coder"], status="done", number=4)
+    turn = make_turn(agents["coder"], status="done", number=4)
     workspace.file_write(
         team=team,
         agent=agents["coder"],

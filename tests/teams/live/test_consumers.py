@@ -11,14 +11,15 @@ from teams import pm_requests, questions, services, team_actions
 from teams.engine.worker import TurnWorkerConsumer
 from teams.models import Message, Team, Turn
 from tests.fakes.messages_api import text, tool
-from tests.helpers import drain, make_user, receive_until, refused_with, socket
+from tests.helpers import drain, make_team, make_user, receive_until, refused_with, socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def make_team():
-    return services.team_create(
-        slug="alpha",
+def two_agent_team():
+    return make_team(
+        "alpha",
+        name="",
         goal="Ship it.",
         agents=[{"name": "coach", "role": "coach"}, {"name": "researcher", "role": "researcher"}],
     )
@@ -30,7 +31,7 @@ def connect(user, slug="alpha"):
 
 async def test_client_sees_messages_and_passes_of_a_running_team(messages_api):
     messages_api([text("Hello @researcher."), tool("pass_turn", {"reason": "agree"})])
-    team = await database_sync_to_async(make_team)()
+    team = await database_sync_to_async(two_agent_team)()
     user = await database_sync_to_async(make_user)("boss", superuser=True)
     communicator = connect(user)
     connected, _ = await communicator.connect()
@@ -60,13 +61,13 @@ async def test_client_sees_messages_and_passes_of_a_running_team(messages_api):
 
 
 async def test_anonymous_client_is_refused():
-    await database_sync_to_async(make_team)()
+    await database_sync_to_async(two_agent_team)()
     assert await refused_with(connect(AnonymousUser())) == 4403
 
 
 async def test_manager_of_another_team_is_refused():
     def setup():
-        make_team()
+        two_agent_team()
         other = services.team_create(slug="beta")
         user = make_user("bob")
         other.managers.add(user)
@@ -83,7 +84,7 @@ async def test_manager_of_another_team_is_refused():
 async def test_full_asgi_stack_refuses_anonymous_websocket():
     from loomsite.asgi import application
 
-    await database_sync_to_async(make_team)()
+    await database_sync_to_async(two_agent_team)()
     communicator = WebsocketCommunicator(
         application,
         "/ws/teams/alpha/",
@@ -96,7 +97,7 @@ async def test_worker_runs_a_woken_turn_once_despite_duplicate_wake_ups(messages
     api = messages_api([text("Only once.")])
 
     def start():
-        team = make_team()
+        team = two_agent_team()
         Team.objects.filter(pk=team.pk).update(max_turns=1)
         team.refresh_from_db()
         team_actions.team_start(team=team)
@@ -122,7 +123,7 @@ async def test_worker_runs_a_woken_turn_once_despite_duplicate_wake_ups(messages
 
 async def test_pm_inbox_streams_only_the_users_teams():
     def setup():
-        mine = make_team()
+        mine = two_agent_team()
         theirs = services.team_create(slug="beta", agents=[{"name": "coach", "role": "coach"}])
         user = make_user("carol")
         mine.managers.add(user)
@@ -173,7 +174,7 @@ async def test_reconnecting_page_gets_what_it_missed_and_the_open_request():
     the later ones, then the status with the PM request open now."""
 
     def setup():
-        team = make_team()
+        team = two_agent_team()
         coach = team.agents.get(name="coach")
         first = services.message_add(team=team, content="Seen at render.", author=coach)
         services.message_add(team=team, content="Missed one.", author=coach)
@@ -211,7 +212,7 @@ async def test_reconnecting_page_gets_what_it_missed_and_the_open_request():
 
 async def test_pm_inbox_connect_lists_the_requests_open_now():
     def setup():
-        team = make_team()
+        team = two_agent_team()
         user = make_user("erin")
         team.managers.add(user)
         team_actions.team_start(team=team)
@@ -233,7 +234,7 @@ async def test_team_socket_closes_once_the_user_no_longer_manages_the_team(monke
     monkeypatch.setattr("teams.live.consumers.ACCESS_RECHECK_SECONDS", 0)
 
     def setup():
-        team = make_team()
+        team = two_agent_team()
         user = make_user("fred")
         team.managers.add(user)
         return team, user
@@ -263,7 +264,7 @@ async def test_team_socket_closes_for_a_deactivated_or_demoted_user(monkeypatch,
     monkeypatch.setattr("teams.live.consumers.ACCESS_RECHECK_SECONDS", 0)
 
     def setup():
-        team = make_team()
+        team = two_agent_team()
         return team, make_user("ivy", manages=[team])
 
     team, user = await database_sync_to_async(setup)()
@@ -287,7 +288,7 @@ async def test_pm_inbox_socket_closes_for_a_deactivated_user(monkeypatch):
     monkeypatch.setattr("teams.live.consumers.ACCESS_RECHECK_SECONDS", 0)
 
     def setup():
-        team = make_team()
+        team = two_agent_team()
         user = make_user("gina")
         team.managers.add(user)
         team_actions.team_start(team=team)
@@ -313,7 +314,7 @@ async def test_pm_inbox_socket_closes_for_a_deactivated_user(monkeypatch):
 async def test_sockets_close_when_a_client_sends():
     """The sockets only speak: the first frame a client sends, garbage or not,
     closes the socket with 4400 (tests/teams/test_socket_limits.py floods one)."""
-    await database_sync_to_async(make_team)()
+    await database_sync_to_async(two_agent_team)()
     user = await database_sync_to_async(make_user)("hank", superuser=True)
     for path in ("/ws/teams/alpha/", "/ws/pm/"):
         communicator = socket(user, path)
@@ -336,7 +337,7 @@ async def test_sockets_close_when_a_client_sends():
 
 async def test_turn_finished_reports_what_the_turn_cost(messages_api):
     messages_api([text("Hi.", input_tokens=1_000_000, output_tokens=0)])  # $3 at Sonnet prices
-    team = await database_sync_to_async(make_team)()
+    team = await database_sync_to_async(two_agent_team)()
     user = await database_sync_to_async(make_user)("boss", superuser=True)
     communicator = connect(user)
     assert (await communicator.connect())[0]
@@ -356,7 +357,7 @@ async def test_connect_replays_the_latest_questions_as_they_stand():
     """A page rendered before a query was asked or answered sees it on connect."""
 
     def setup():
-        team = make_team()
+        team = two_agent_team()
         coach, researcher = team.agents.get(name="coach"), team.agents.get(name="researcher")
         answered = questions.ask(team=team, origin=coach, question="Why?", target="researcher")
         questions.answer(team=team, key=answered.key, answerer=researcher, text="Because.")
@@ -375,7 +376,7 @@ async def test_connect_replays_the_latest_questions_as_they_stand():
 
 @pytest.mark.parametrize("after", ["%C2%B2", "9" * 5000, "-1", "1e5"])
 async def test_a_garbage_after_is_read_as_zero_not_a_crash(after):
-    await database_sync_to_async(make_team)()
+    await database_sync_to_async(two_agent_team)()
     user = await database_sync_to_async(make_user)("kim", superuser=True)
     communicator = socket(user, f"/ws/teams/alpha/?after={after}")
     assert (await communicator.connect())[0]
@@ -398,7 +399,7 @@ async def test_a_program_listens_with_its_token_until_it_is_revoked(monkeypatch)
     monkeypatch.setattr("teams.live.consumers.ACCESS_RECHECK_SECONDS", 0)
 
     def setup():
-        team = make_team()
+        team = two_agent_team()
         beta = services.team_create(slug="beta")
         token, key = services.api_token_create(team=team, label="listener")
         return team, beta, token, key
@@ -428,7 +429,7 @@ async def test_a_token_does_not_let_another_site_in(monkeypatch):
     before the consumer, as a page's would be."""
 
     def setup():
-        make_team()
+        two_agent_team()
         return services.api_token_create(team=Team.objects.get(slug="alpha"))[1]
 
     key = await database_sync_to_async(setup)()

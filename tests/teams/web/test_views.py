@@ -5,7 +5,7 @@ from django.test import Client
 
 from teams import pm_requests, services, team_actions
 from teams.models import Message, PMRequest
-from tests.helpers import client_for
+from tests.helpers import client_for, make_turn
 
 
 @pytest.fixture
@@ -340,9 +340,8 @@ def test_live_view_shows_times_turn_figures_and_budgets(manager, team, agents):
     from teams.models import Team, Turn
 
     started = timezone.now()
-    turn = Turn.objects.create(
-        team=team,
-        agent=agents["coder"],
+    turn = make_turn(
+        agents["coder"],
         number=1,
         status=Turn.Status.DONE,
         model="claude-sonnet-4-6",
@@ -358,7 +357,7 @@ def test_live_view_shows_times_turn_figures_and_budgets(manager, team, agents):
     assert "3,050 tokens · $0.0044 · 3.4 s" in page
     assert "1,000 input, 2,000 read from cache, 0 written to cache, 50 output tokens" in page
     assert '<time class="when" datetime="' in page
-    assert "of $<span id=\"team-max-cost\">5.00</span>" in page
+    assert 'of $<span id="team-max-cost">5.00</span>' in page
     assert "of the cost budget used" not in page
     # From 80% of a budget the page warns.
     Team.objects.filter(pk=team.pk).update(spent_usd="4.10", turn_count=170)

@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 
 from teams import workspace
-from teams.models import ConsultantProfile, Consultation, Turn
-from tests.helpers import client_for
+from teams.models import ConsultantProfile
+from tests.helpers import client_for, make_consultation, make_turn
 from tests.tools.test_workspace import CANARY, HOSTILE_PATHS, hostile_workspace, tree
 
 
@@ -22,7 +22,7 @@ def manager(pm):
 def written(team, agents):
     """notes/plan.md written by the coder in turn 7, a README.md nobody recorded and a
     binary file."""
-    turn = Turn.objects.create(team=team, agent=agents["coder"], number=7, phase="implementation")
+    turn = make_turn(agents["coder"], number=7, phase="implementation")
     workspace.file_write(
         team=team,
         agent=agents["coder"],
@@ -150,9 +150,9 @@ def test_the_live_view_links_the_workspace_with_its_file_count(manager, written)
 
 
 def consultation(team, agent, profile, batch, **fields):
-    return Consultation.objects.create(
+    return make_consultation(
+        agent,
         team=team,
-        agent=agent,
         profile=profile,
         batch=batch,
         prompt="Is the parser design sound?",
