@@ -26,7 +26,7 @@ log = logging.getLogger("loom.consumers")
 # team, demoted or deactivated stops receiving within this many seconds.
 ACCESS_RECHECK_SECONDS = 5.0
 
-# Close codes of the live sockets (README, "Live events"); the pages stop
+# Close codes of the live sockets (docs/api.md, "Live events"); the pages stop
 # reconnecting on each of them and say why.
 CLOSE_ACCESS_REFUSED = 4403  # may not see this (any more), or not logged in
 CLOSE_CLIENT_SENT = 4400  # the socket only speaks: a client must not send anything

@@ -2,8 +2,8 @@
 and per-turn figures, cost against its budget, posting in place, limits on what is
 pasted, a live team list, and a finished team that runs again.
 
-Each test saves screenshots to test-output/screenshots/ (the README's come from
-there)."""
+Each test saves screenshots to test-output/screenshots/ (the README's and docs/'s
+come from there)."""
 
 import re
 from datetime import timedelta

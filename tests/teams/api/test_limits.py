@@ -1,6 +1,6 @@
-"""Every text a person or a program submits has a documented maximum (README,
-"Limits"): at the limit it is accepted, one character over it is a 422 and nothing
-is stored."""
+"""Every text a person or a program submits has a documented maximum
+(docs/pm-pages.md, "Limits"): at the limit it is accepted, one character over it is
+a 422 and nothing is stored."""
 
 import pytest
 
