@@ -202,8 +202,8 @@ def test_a_missing_key_is_said_and_nothing_is_sent(ctx_for, openai_fake, monkeyp
     gpt_profile(server.url)
     monkeypatch.delenv("TEST_OPENAI_API_KEY")
     result = call(ctx_for("coder"), "ask_peer", peer="architect", prompt="Layering?")
-    assert result.text.startswith(
-        "Error: Consultant architect cannot be asked: the key variable "
+    assert result.text.endswith(
+        "\nError: Consultant architect cannot be asked: the key variable "
         "TEST_OPENAI_API_KEY is not set"
     )
     assert server.requests == []

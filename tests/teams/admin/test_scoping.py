@@ -7,7 +7,7 @@ from django.contrib import admin
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
-from teams import pm_requests, team_actions
+from teams import pm_requests, services, team_actions
 from teams.management.commands.loom_demo import pm_group_ensure
 from teams.models import (
     Agent,
@@ -21,7 +21,7 @@ from teams.models import (
     TurnStep,
     WebhookDelivery,
 )
-from tests.helpers import client_for, make_team
+from tests.helpers import FOUR_AGENTS, client_for
 from tests.teams.admin.test_admin import form_data, one_of_each
 
 TEAMS_MODELS = sorted(
@@ -31,9 +31,11 @@ TEAMS_MODELS = sorted(
 
 
 @pytest.fixture
-def beta_team(db):
-    """Beta with the usual four agents (the shared other_team has only a coach)."""
-    return make_team("beta")
+def beta_team(other_team):
+    """The shared other_team (beta, a coach) with the usual team's other three agents."""
+    for agent in FOUR_AGENTS[1:]:
+        services.agent_create(team=other_team, **agent)
+    return other_team
 
 
 @pytest.fixture
