@@ -57,7 +57,7 @@ test: lint
 		echo "== NOTICE: no PostgreSQL at $(PG_URL): the PostgreSQL run was skipped"; \
 	fi
 
-# The README's screenshots, as the browser tests last took them (run `make test` first).
+# The screenshots of the README and docs/, as the browser tests last took them (run `make test` first).
 README_SHOTS = live-budget-warning live-jump-to-latest team-list-live done-team-post-refused inbox admin-turns
 screenshots:
 	mkdir -p docs/screenshots

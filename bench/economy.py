@@ -206,7 +206,7 @@ class Bench:
 
     def run(self, variant: Variant, plan: Plan, phases=None, max_turns=1000):
         """Run the plan as a team; the fake server's recorded requests, in order."""
-        from teams import conversation, pm_requests, selectors, services
+        from teams import pm_requests, selectors, services, team_actions
         from teams.engine import loop
         from teams.models import Agent, Keeper, Team, Turn
         from tests.fakes.messages_api import FakeMessagesAPI, text, tool
@@ -242,7 +242,7 @@ class Bench:
             self.settings.ANTHROPIC_API_KEY = "sk-bench"
             self.settings.ANTHROPIC_BASE_URL = api.url
             team.refresh_from_db()
-            conversation.team_start(team=team)
+            team_actions.team_start(team=team)
             turns = []
             while True:
                 turn = Turn.objects.filter(team=team, status=Turn.Status.QUEUED).first()

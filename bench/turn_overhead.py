@@ -53,7 +53,7 @@ def main():
     from django.db import connection
 
     call_command("migrate", verbosity=0)
-    from teams import conversation, pm_requests, selectors, services
+    from teams import pm_requests, selectors, services, team_actions
     from teams.engine import loop
     from teams.engine.offline import OfflineProvider as OfflineModel
     from teams.models import Team, Turn
@@ -83,7 +83,7 @@ def main():
         ],
     )
     Team.objects.filter(pk=team.pk).update(max_cost_usd=100_000)
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     durations, whole = [], []
     statements = [0]  # SQL statements the turns ran: a figure noise cannot move
 

@@ -18,7 +18,7 @@ from django.core.exceptions import SuspiciousOperation  # noqa: E402
 from django.http import Http404  # noqa: E402
 from django.http.request import is_same_domain, validate_host  # noqa: E402
 
-from teams.routing import channel_routes, websocket_urlpatterns  # noqa: E402
+from teams.live.routing import channel_routes, websocket_urlpatterns  # noqa: E402
 
 if settings.SECRET_KEY_IS_DEFAULT:
     logging.getLogger("loom").warning(

@@ -2,8 +2,8 @@
 
 `load()` reads the environment into a `LoomEnv`. A value that cannot be used stops
 start-up with one ImproperlyConfigured that lists every bad variable by its name and
-says what is wrong with it. settings.py turns the result into Django settings; the
-README's configuration table documents the variables.
+says what is wrong with it. settings.py turns the result into Django settings;
+docs/configuration.md documents the variables.
 """
 
 import os

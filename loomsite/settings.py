@@ -1,5 +1,5 @@
 """Loom settings. Everything that varies between machines comes from the environment;
-see the README's configuration table and loomsite/env.py."""
+see docs/configuration.md and loomsite/env.py."""
 
 from datetime import timedelta
 from pathlib import Path

@@ -17,5 +17,5 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
-    path("", include("teams.urls")),
+    path("", include("teams.web.urls")),
 ]

@@ -17,7 +17,7 @@ import django  # noqa: E402
 
 django.setup()
 
-from teams import conversation, pm_requests  # noqa: E402
+from teams import pm_requests, team_actions  # noqa: E402
 from teams.engine import loop  # noqa: E402
 from teams.models import PMRequest, Team, Turn  # noqa: E402
 
@@ -34,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
     team = Team.objects.get(slug=args.slug)
     if team.status == Team.Status.IDLE:
-        conversation.team_start(team=team)
+        team_actions.team_start(team=team)
     for _ in range(args.turns):
         request = PMRequest.objects.filter(team=team, status=PMRequest.Status.OPEN).first()
         if request is not None:

@@ -7,7 +7,6 @@ agent). A team the caller may not see is NotFound, exactly as if it did not exis
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -16,12 +15,12 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from teams.errors import NotFound, PermissionDenied
-from teams.models import Agent, ApiToken, Team
+from teams.models import Agent, ApiToken, Team, team_slug_validator
 from teams.selectors import teams_visible_to
 
 # A token's last use is written at most this often: not one write per request.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
-SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+SLUG_MAX = Team._meta.get_field("slug").max_length
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,7 @@ class Caller:
 
 def _is_slug(slug: str) -> bool:
     """Could this be a team's slug? Anything else is not looked up at all."""
-    return len(slug) <= 60 and SLUG.fullmatch(slug) is not None
+    return len(slug) <= SLUG_MAX and team_slug_validator.regex.fullmatch(slug) is not None
 
 
 def caller_for_user(user) -> Caller | None:

@@ -18,9 +18,9 @@ from django.utils import timezone
 from teams import events, services, webhooks
 from teams.catalog import MILLION, price_for, price_problem
 from teams.errors import InvalidInput
+from teams.event_payloads import PMRequestOut
 from teams.lifecycle import TeamAction
 from teams.models import BUDGET_CHOICES, Agent, BudgetKind, PMRequest, Team, Turn, WebhookEvent
-from teams.schemas import PMRequestOut
 
 WARN_PERCENT = 80
 

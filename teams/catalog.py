@@ -92,8 +92,8 @@ _table: dict[str, Price] | None = None
 _table_read_at = 0.0
 
 
-# Reads the ModelPrice rows as (model, Price) pairs; teams.models sets it (the models
-# import this module, not the other way round).
+# Reads the ModelPrice rows as (model, Price) pairs: TeamsConfig.ready() hands it
+# teams.models.price_rows (the models import this module, not the other way round).
 _price_rows = None
 
 

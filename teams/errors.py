@@ -1,9 +1,9 @@
 """The exceptions services raise for expected failures, and the one place where
 Django's own errors become them.
 
-Each maps to one JSON error shape ({"error": code, "detail": message}) and its
-status in the API; tools turn them into friendly text for the model; pages and the
-admin show them as form errors.
+Each has its HTTP status; the API answers it as {"detail": message} (teams.api.site),
+tools turn it into friendly text for the model, and pages and the admin show it as
+a message or a form error.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from pydantic import BaseModel
 
-from teams.schemas import MessageOut, PMRequestOut, QueryOut, TeamStatusOut, TurnOut
+from teams.event_payloads import MessageOut, PMRequestOut, QueryOut, TeamStatusOut, TurnOut
 
 log = logging.getLogger("loom.events")
 

@@ -1178,9 +1178,6 @@ def price_rows():
         yield row.model, price
 
 
-catalog.prices_load_with(price_rows)
-
-
 class ModelCall(models.Model):
     """A model call a tool made besides the turn's own (smart retrieval asks the
     agent's model about a keeper's excerpts): counted on its turn or team as usual,

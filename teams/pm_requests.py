@@ -7,9 +7,9 @@ from django.utils import timezone
 
 from teams import budgets, events, services, turns, webhooks
 from teams.errors import Conflict, InvalidInput, NotFound, integrity_as
+from teams.event_payloads import PMRequestOut
 from teams.lifecycle import TeamAction
 from teams.models import Agent, Message, PMRequest, Team, Turn, WebhookEvent
-from teams.schemas import PMRequestOut
 
 
 @transaction.atomic

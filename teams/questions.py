@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from teams import events, keepers, services, turns
 from teams.errors import InvalidInput, NotFound
+from teams.event_payloads import QueryOut
 from teams.models import Agent, Message, Query, Team
-from teams.schemas import QueryOut
 
 DEFAULT_TTL_SECONDS = 3600
 DEFAULT_MAX_HOPS = 5

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from teams import events, lifecycle
 from teams.errors import Conflict, InvalidInput, NotFound, PermissionDenied, integrity_as, validated
+from teams.event_payloads import MessageOut
 from teams.models import (
     ACTIVE_TURN_STATUSES,
     DEFAULT_PHASES,
@@ -25,7 +26,6 @@ from teams.models import (
     Query,
     Team,
 )
-from teams.schemas import MessageOut
 
 # Fields of a team a person configures; status, phase, counters and spend are live
 # state that only the services below and the engine change.

@@ -16,9 +16,9 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from teams import budgets, drift, events, services, webhooks
+from teams.event_payloads import TeamStatusOut, TurnOut
 from teams.lifecycle import TeamAction
 from teams.models import ACTIVE_TURN_STATUSES, Agent, Message, Team, Turn, WebhookEvent
-from teams.schemas import TeamStatusOut, TurnOut
 
 log = logging.getLogger("loom.turns")
 

@@ -1,6 +1,5 @@
 import pytest
 
-from teams import services
 from tests.helpers import make_team, make_user
 
 
@@ -24,9 +23,8 @@ def team(db):
 
 @pytest.fixture
 def other_team(db):
-    return services.team_create(
-        slug="beta", name="Beta", agents=[{"name": "coach", "role": "coach"}]
-    )
+    """Beta: a second team with only a coach, for what one team must not see of another."""
+    return make_team("beta", goal="", agents=[{"name": "coach", "role": "coach"}])
 
 
 # --- personas: who uses Loom ---------------------------------------------------

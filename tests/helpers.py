@@ -91,7 +91,7 @@ def api_token(**kwargs) -> str:
 
 def socket(user, path):
     """A client of our WebSocket routes, as `user` (the auth middleware's job)."""
-    from teams.routing import websocket_urlpatterns
+    from teams.live.routing import websocket_urlpatterns
 
     communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
     communicator.scope["user"] = user
@@ -150,7 +150,7 @@ def key_in(request) -> str:
 
 
 def forward_chain_script():
-    """Seed 000's forward chain for the four-agent team: the researcher asks the coder,
+    """A forwarded question in the four-agent team: the researcher asks the coder,
     the coder forwards to the reviewer with what it knows, the reviewer answers."""
     from tests.fakes.messages_api import text, tool
 
@@ -233,3 +233,20 @@ def price_model(model: str, input_usd="0.4", output_usd="1.6"):
         },
     )
     return row
+
+
+def make_turn(agent, **fields):
+    """A turn row of `agent` in its team, with the fields given (the engine's own
+    turns are enqueued by teams.turns; tests that need a turn in a state make one)."""
+    from teams.models import Turn
+
+    return Turn.objects.create(team=fields.pop("team", None) or agent.team, agent=agent, **fields)
+
+
+def make_consultation(agent, **fields):
+    """A consultation row asked by `agent` in its team, with the fields given."""
+    from teams.models import Consultation
+
+    return Consultation.objects.create(
+        team=fields.pop("team", None) or agent.team, agent=agent, **fields
+    )

@@ -2,7 +2,7 @@
 
 from pydantic import Field
 
-from teams import conversation, pm_requests
+from teams import pm_requests, team_actions
 from teams.models import Agent, Turn
 from tools.base import Params, Tool, ToolContext, ToolResult, TurnEnd
 from tools.registry import register
@@ -95,7 +95,7 @@ class SignalPhaseComplete(Tool):
 
     def run(self, params: PhaseCompleteParams, ctx: ToolContext) -> ToolResult:
         finished = ctx.team.phase
-        team = conversation.phase_complete(team=ctx.team, agent=ctx.agent, summary=params.summary)
+        team = team_actions.phase_complete(team=ctx.team, agent=ctx.agent, summary=params.summary)
         if team.status == team.Status.DONE:
             text = f"Phase {finished} complete. That was the last phase: the team is done."
         else:

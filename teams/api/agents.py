@@ -6,10 +6,8 @@ from ninja import Query, Router, Status
 from teams import selectors, services
 from teams.access import Caller
 from teams.api.auth import caller
-from teams.api.schemas import (
-    MAX_ID,
-    PAGE_DEFAULT,
-    PAGE_MAX,
+from teams.api.paging import MAX_ID, Limit, page_of
+from teams.api.schemas.agents import (
     AgentIn,
     AgentOut,
     AgentPatch,
@@ -17,14 +15,13 @@ from teams.api.schemas import (
     ContextOut,
     DriftOut,
     DriftTurnOut,
-    MessageIn,
-    page_of,
-    responses,
 )
+from teams.api.schemas.common import responses
+from teams.api.schemas.messages import MessageIn
 from teams.drift import chain_breaks, health, score
 from teams.engine.prompts import history_queryset
+from teams.event_payloads import MessageOut, QueryOut
 from teams.models import Agent, Anchor, Team, Turn
-from teams.schemas import MessageOut, QueryOut
 from tools.mesh import drift_report, recommendation
 
 router = Router(tags=["agents"])
@@ -41,7 +38,7 @@ def team_and_agent(who: Caller, team: str, agent: str) -> tuple[Team, Agent]:
     operation_id="agents_list",
 )
 def agents_list(request, team: str):
-    return [AgentOut.of(agent) for agent in caller(request).team(team).agents.all()]
+    return [AgentOut.model_validate(agent) for agent in caller(request).team(team).agents.all()]
 
 
 @router.post(
@@ -53,7 +50,9 @@ def agents_create(request, team: str, payload: AgentIn):
     who = caller(request)
     row = who.team(team)
     who.require_pm("add agents")
-    return Status(201, AgentOut.of(services.agent_create(team=row, **payload.model_dump())))
+    return Status(
+        201, AgentOut.model_validate(services.agent_create(team=row, **payload.model_dump()))
+    )
 
 
 @router.get(
@@ -62,7 +61,7 @@ def agents_create(request, team: str, payload: AgentIn):
     operation_id="agents_get",
 )
 def agents_get(request, team: str, agent: str):
-    return AgentOut.of(team_and_agent(caller(request), team, agent)[1])
+    return AgentOut.model_validate(team_and_agent(caller(request), team, agent)[1])
 
 
 @router.patch(
@@ -80,7 +79,7 @@ def agents_update(request, team: str, agent: str, payload: AgentPatch):
         setattr(row, field, getattr(payload, field))
     services.agent_update(agent=row, fields=fields)
     row.refresh_from_db()
-    return AgentOut.of(row)
+    return AgentOut.model_validate(row)
 
 
 @router.delete(
@@ -102,9 +101,7 @@ def agents_delete(request, team: str, agent: str):
     response=responses({200: DriftOut}, 404),
     operation_id="agents_drift",
 )
-def agents_drift(
-    request, team: str, agent: str, limit: int = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX)
-):
+def agents_drift(request, team: str, agent: str, limit: int = Limit):
     """The agent's drift score, its hierarchy, check_drift's report and the score
     after each of its latest `limit` turns (oldest first)."""
     _, row = team_and_agent(caller(request), team, agent)
@@ -144,7 +141,7 @@ def agents_context(
     team: str,
     agent: str,
     after: int = Query(0, ge=0, le=MAX_ID, description="The last message id you have seen."),
-    limit: int = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX),
+    limit: int = Limit,
 ):
     """What the agent would see on its turn: the phase's conversation, the phase
     summaries and its inbox (queries with their IDs, answers, peer messages), newer

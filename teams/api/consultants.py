@@ -1,17 +1,16 @@
 """Consultants (the profiles agents ask for second opinions) and a team's consultations."""
 
-from ninja import Query, Router, Status
+from ninja import Router, Status
 
 from teams import consultations
 from teams.api.auth import caller
-from teams.api.schemas import (
-    PAGE_DEFAULT,
-    PAGE_MAX,
+from teams.api.paging import Limit
+from teams.api.schemas.common import responses
+from teams.api.schemas.consultants import (
     ConsultantIn,
     ConsultantOut,
     ConsultantPatch,
     ConsultationOut,
-    responses,
 )
 from teams.errors import NotFound
 from teams.models import ConsultantProfile, Consultation
@@ -72,7 +71,7 @@ def consultants_update(request, name: str, payload: ConsultantPatch):
     response=responses({200: list[ConsultationOut]}, 404),
     operation_id="consultations_list",
 )
-def consultations_list(request, team: str, limit: int = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX)):
+def consultations_list(request, team: str, limit: int = Limit):
     """The team's consultations, newest first; the answers to one ask share a batch."""
     row = caller(request).team(team)
     rows = (

@@ -7,10 +7,9 @@ from ninja import Query, Router, Status
 
 from teams import keepers, services
 from teams.api.auth import caller
-from teams.api.schemas import (
-    MAX_ID,
-    PAGE_DEFAULT,
-    PAGE_MAX,
+from teams.api.paging import MAX_ID, Limit, page_of
+from teams.api.schemas.common import responses
+from teams.api.schemas.knowledge import (
     AnchorIn,
     AnchorOut,
     AnchorRevisionOut,
@@ -19,8 +18,6 @@ from teams.api.schemas import (
     KeeperOut,
     QueryDetailOut,
     RetrievalOut,
-    page_of,
-    responses,
 )
 from teams.catalog import default_model
 from teams.engine.loop import model_asker
@@ -33,7 +30,6 @@ router = Router(tags=["knowledge"])
 
 QUERY_KEY = re.compile(r"q-[0-9a-f]{1,17}")
 ANCHOR_KEY = re.compile(ANCHOR_KEY_PATTERN.removeprefix("^").removesuffix("$"))
-Limit = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX)
 
 
 @router.get(
@@ -130,7 +126,7 @@ def keepers_get(
     page, has_more = page_of(keeper.entries.filter(position__gt=after).order_by("position"), limit)
     return KeeperDetailOut(
         keeper=KeeperOut.of(keeper, keeper.entries.count()),
-        entries=[KeeperEntryOut.of(e) for e in page],
+        entries=[KeeperEntryOut.model_validate(e) for e in page],
         next_after=page[-1].position if page else after,
         has_more=has_more,
     )
@@ -150,7 +146,7 @@ def _anchor_key(key: str) -> str:
 def anchors_list(request, team: str):
     """The team's anchors, in every agent's system prompt."""
     row = caller(request).team(team)
-    return [AnchorOut.of(a) for a in Anchor.objects.filter(team=row).order_by("key")]
+    return [AnchorOut.model_validate(a) for a in Anchor.objects.filter(team=row).order_by("key")]
 
 
 @router.put(
@@ -165,7 +161,7 @@ def anchors_put(request, team: str, key: str, payload: AnchorIn):
     who.require_pm("change anchors")
     # The service validates the key (a 422 saying what keys may be).
     anchor = services.anchor_save(team=row, key=key, value=payload.value, changed_by=who.label)
-    return AnchorOut.of(anchor)
+    return AnchorOut.model_validate(anchor)
 
 
 @router.delete(
@@ -195,4 +191,4 @@ def anchors_history(request, team: str, key: str, limit: int = Limit):
     )
     if not revisions:
         raise NotFound(f"Team {row.slug!r} has never had an anchor {key!r}.")
-    return [AnchorRevisionOut.of(r) for r in revisions]
+    return [AnchorRevisionOut.model_validate(r) for r in revisions]

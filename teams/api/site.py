@@ -14,8 +14,8 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from teams.api import (
     agents,
     consultants,
-    conversation,
     knowledge,
+    messages,
     spend,
     teams,
     tokens,
@@ -47,7 +47,7 @@ api = NinjaAPI(
 ROUTERS = (
     teams,
     agents,
-    conversation,
+    messages,
     knowledge,
     tools,
     tokens,

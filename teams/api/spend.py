@@ -5,7 +5,8 @@ from ninja import Router
 
 from teams import selectors
 from teams.api.auth import caller
-from teams.api.schemas import SpendOut, responses
+from teams.api.schemas.common import responses
+from teams.api.schemas.spend import SpendOut
 
 router = Router(tags=["spend"])
 

@@ -2,9 +2,10 @@
 
 from ninja import Router, Status
 
-from teams import cloning, conversation, services
+from teams import cloning, services, team_actions
 from teams.api.auth import caller
-from teams.api.schemas import TeamCloneIn, TeamIn, TeamOut, TeamPatch, responses
+from teams.api.schemas.common import responses
+from teams.api.schemas.teams import TeamCloneIn, TeamIn, TeamOut, TeamPatch
 from teams.lifecycle import PM_ACTIONS
 
 router = Router(tags=["teams"])
@@ -80,7 +81,7 @@ def _lifecycle_operation(action):
         who = caller(request)
         row = who.team(team)
         who.require_pm(f"{action.value} the team")
-        row = conversation.PM_ACTION_SERVICES[action](team=row)
+        row = team_actions.PM_ACTION_SERVICES[action](team=row)
         row.refresh_from_db()
         return TeamOut.of(row)
 

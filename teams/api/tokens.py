@@ -4,7 +4,9 @@ from ninja import Router, Status
 
 from teams import selectors, services
 from teams.api.auth import caller
-from teams.api.schemas import MAX_ID, TokenCreatedOut, TokenIn, TokenOut, responses
+from teams.api.paging import MAX_ID
+from teams.api.schemas.common import responses
+from teams.api.schemas.tokens import TokenCreatedOut, TokenIn, TokenOut
 from teams.errors import NotFound
 
 router = Router(tags=["tokens"])

@@ -6,7 +6,8 @@ from ninja import Body, Router
 
 from teams.access import Caller
 from teams.api.auth import caller
-from teams.api.schemas import ToolCallOut, ToolOut, TurnEndOut, responses
+from teams.api.schemas.common import responses
+from teams.api.schemas.tools import ToolCallOut, ToolOut, TurnEndOut
 from teams.engine.loop import tool_context
 from teams.engine.prompts import history_messages
 from teams.errors import PermissionDenied

@@ -5,17 +5,14 @@ from ninja import Query, Router, Status
 
 from teams import webhooks
 from teams.api.auth import caller
-from teams.api.schemas import (
-    MAX_ID,
-    PAGE_DEFAULT,
-    PAGE_MAX,
+from teams.api.paging import MAX_ID, Limit, page_of
+from teams.api.schemas.common import responses
+from teams.api.schemas.webhooks import (
     WebhookCreatedOut,
     WebhookDeliveryOut,
     WebhookDeliveryPage,
     WebhookIn,
     WebhookOut,
-    page_of,
-    responses,
 )
 from teams.errors import NotFound
 from teams.models import Team, Webhook, WebhookDeliveryStatus
@@ -49,7 +46,7 @@ def _webhook(team: Team, webhook_id: int) -> Webhook:
 def webhooks_list(request, team: str):
     """The team's webhooks (never their secrets), oldest first."""
     row = _pm_team(request, team, "see the team's webhooks")
-    return [WebhookOut.of(w) for w in row.webhooks.order_by("id")]
+    return [WebhookOut.model_validate(w) for w in row.webhooks.order_by("id")]
 
 
 @router.post(
@@ -64,7 +61,9 @@ def webhooks_create(request, team: str, payload: WebhookIn):
     webhook, secret = webhooks.webhook_create(
         team=row, url=payload.url, events=list(payload.events), enabled=payload.enabled
     )
-    return Status(201, WebhookCreatedOut(**WebhookOut.of(webhook).model_dump(), secret=secret))
+    return Status(
+        201, WebhookCreatedOut(**WebhookOut.model_validate(webhook).model_dump(), secret=secret)
+    )
 
 
 @router.delete(
@@ -89,7 +88,7 @@ def webhooks_deliveries(
     team: str,
     webhook_id: int,
     after: int = Query(0, ge=0, le=MAX_ID, description="Return what comes after this id."),
-    limit: int = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX),
+    limit: int = Limit,
     status: WebhookDeliveryStatus | None = None,
 ):
     """The webhook's deliveries, oldest first: event, status, attempts, the last
@@ -100,7 +99,7 @@ def webhooks_deliveries(
         deliveries = deliveries.filter(status=status)
     page, has_more = page_of(deliveries, limit)
     return WebhookDeliveryPage(
-        deliveries=[WebhookDeliveryOut.of(d) for d in page],
+        deliveries=[WebhookDeliveryOut.model_validate(d) for d in page],
         next_after=page[-1].id if page else after,
         has_more=has_more,
     )

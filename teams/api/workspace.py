@@ -9,7 +9,8 @@ from ninja.errors import ValidationError
 
 from teams import workspace
 from teams.api.auth import caller
-from teams.api.schemas import WorkspaceEntryOut, WorkspaceFileOut, WorkspaceListOut, responses
+from teams.api.schemas.common import responses
+from teams.api.schemas.workspace import WorkspaceEntryOut, WorkspaceFileOut, WorkspaceListOut
 from teams.errors import InvalidInput
 
 router = Router(tags=["workspace"])

@@ -14,6 +14,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import sync_to_async
+from channels.consumer import AsyncConsumer
 from channels.worker import Worker
 from django.conf import settings
 from django.db import close_old_connections, connections
@@ -203,3 +204,28 @@ async def run_sweeper(interval: float | None = None) -> None:
         except Exception:
             log.exception("Sweeper pass failed")
         await asyncio.sleep(interval or sweep_seconds())
+
+
+class TurnWorkerConsumer(AsyncConsumer):
+    """Listens on `loom.turns`; each wake-up names a turn to claim and run.
+
+    Turns run in their own threads so one slow model call does not hold up the
+    others; the claim makes a duplicate wake-up harmless."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.slots = asyncio.Semaphore(settings.LOOM_WORKER_THREADS)
+        self.tasks: set[asyncio.Task] = set()
+
+    async def turn_queued(self, message):
+        task = asyncio.ensure_future(self._run(message["turn_id"]))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _run(self, turn_id: int):
+        # Its own pool: asyncio's default one has CPU count + 4 threads (6 on two
+        # cores), which bounded 16 teams to a third of what the model allowed.
+        async with self.slots:
+            await asyncio.get_running_loop().run_in_executor(
+                turn_executor(), run_claimed_turn, turn_id
+            )

@@ -8,7 +8,7 @@ import time
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from teams import conversation, drift
+from teams import drift, team_actions
 from teams.models import Agent, Anchor, Team, Turn
 from tests.browser.conftest import SCREENSHOTS, log_in
 
@@ -75,7 +75,7 @@ def test_drift_panel_pinned_answer_flag_and_admin_chart(start_site, browser, pm_
     Agent.objects.filter(pk=coder.pk).update(**off_course)
     coder_item = panel.locator("li[data-agent=coder]")
     expect(coder_item.locator(".drift-meaning")).to_have_text("on track")
-    conversation.team_resume(team=team)
+    team_actions.team_resume(team=team)
     flag = page.locator("#drift-flags .drift-flag")
     expect(flag).to_have_text(re.compile(r"^⚠ coder: significant drift \(\d+\)$"), timeout=30_000)
     expect(coder_item.locator(".drift-meaning")).to_have_text("significant drift")

@@ -8,8 +8,9 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from teams import workspace
-from teams.models import ConsultantProfile, Consultation, Team, Turn
+from teams.models import ConsultantProfile, Team
 from tests.browser.conftest import SCREENSHOTS, log_in
+from tests.helpers import make_consultation, make_turn
 
 PLAN = "# Plan\n\n1. The parser <b>first</b>.\n2. The renderer.\n"
 
@@ -34,7 +35,7 @@ def test_consultations_side_by_side_and_the_workspace(
     call_command("loom_demo")
     team = Team.objects.get(slug="demo")
     coach, coder = team.agents.get(name="coach"), team.agents.get(name="coder")
-    turn = Turn.objects.create(team=team, agent=coder, number=12, phase="implementation")
+    turn = make_turn(coder, number=12, phase="implementation")
     workspace.file_write(
         team=team, agent=coder, turn=turn, path="notes/plan.md", content=PLAN, writes_this_turn=0
     )
@@ -43,9 +44,8 @@ def test_consultations_side_by_side_and_the_workspace(
         ("critic", "Mind the empty folder.", "Edge cases first", "Test an empty folder"),
         ("architect", "Keep one entry point.", "Small modules", "Split the renderer"),
     ]:
-        Consultation.objects.create(
-            team=team,
-            agent=coach,
+        make_consultation(
+            coach,
             profile=ConsultantProfile.objects.get(name=name),
             batch=batch,
             prompt="A second opinion on our plan?",

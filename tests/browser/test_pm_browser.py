@@ -9,7 +9,7 @@ from teams import pm_requests, services
 from teams.models import Message, PMRequest, Team, Turn
 from tests.browser.conftest import SCREENSHOTS, log_in
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool
-from tests.helpers import key_in, per_agent
+from tests.helpers import key_in, make_turn, per_agent
 
 XSS_SCRIPT = '<script>alert("xss-script")</script>'
 XSS_IMG = "<img src=x onerror=\"alert('xss-img')\">"
@@ -144,13 +144,7 @@ def test_two_pms_answer_the_same_request(start_site, browser, pm_user):
     call_command("loom_demo")
     team = Team.objects.get(slug="demo")
     Team.objects.filter(pk=team.pk).update(status=Team.Status.AWAITING_PM, turn_count=5)
-    Turn.objects.create(
-        team=team,
-        agent=team.agents.get(name="coach"),
-        status="done",
-        number=5,
-        outcome="pm_request",
-    )
+    make_turn(team.agents.get(name="coach"), status="done", number=5, outcome="pm_request")
     request = pm_requests.pm_request_open(
         team=team, question="Ship on Friday?", agent=team.agents.get(name="coach")
     )

@@ -2,8 +2,8 @@
 and per-turn figures, cost against its budget, posting in place, limits on what is
 pasted, a live team list, and a finished team that runs again.
 
-Each test saves screenshots to test-output/screenshots/ (the README's come from
-there)."""
+Each test saves screenshots to test-output/screenshots/ (the README's and docs/'s
+come from there)."""
 
 import re
 from datetime import timedelta
@@ -16,6 +16,7 @@ from teams import services
 from teams.models import HUMAN_TEXT_LIMIT, Message, Team, Turn
 from tests.browser.conftest import SCREENSHOTS, log_in
 from tests.fakes.messages_api import FakeMessagesAPI, text
+from tests.helpers import make_turn
 
 LAPTOP = {"width": 1400, "height": 900}
 # No column cut off: neither the page nor the admin's result table scrolls sideways.
@@ -195,9 +196,8 @@ def test_admin_lists_fit_a_laptop_and_show_seconds_and_durations(start_site, bro
     team = Team.objects.get(slug="demo")
     coach = team.agents.get(name="coach")
     started = timezone.now().replace(microsecond=0)
-    Turn.objects.create(
-        team=team,
-        agent=coach,
+    make_turn(
+        coach,
         number=1,
         status=Turn.Status.DONE,
         outcome=Turn.Outcome.MESSAGE,

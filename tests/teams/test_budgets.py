@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from teams import budgets, conversation, pm_requests, webhooks
+from teams import budgets, pm_requests, team_actions, webhooks
 from teams.errors import InvalidInput
 from teams.models import Message, PMRequest, Team, Turn, WebhookDelivery
 from tests.fakes.messages_api import text
@@ -49,7 +49,7 @@ def at_the_cap(team, hooked, messages_api):
     """Alpha with a $1.00 budget after three $0.33 calls: the fourth would cross it."""
     Team.objects.filter(pk=team.pk).update(max_cost_usd=Decimal("1.00"))
     api = messages_api(costly)
-    conversation.team_start(team=fresh(team))
+    team_actions.team_start(team=fresh(team))
     drain(team)
     return api
 
@@ -77,7 +77,7 @@ def test_the_warning_and_the_budget_request_come_once_each(at_the_cap, team):
     assert [d["question"] for d in deliveries("pm_request.opened")] == [request.question]
     assert deliveries("pm_request.opened")[0]["choices"] == ["Raise by 50%", "Double", "Stop"]
     # Resuming without deciding stops again at once, with no second request.
-    conversation.team_resume(team=fresh(team))
+    team_actions.team_resume(team=fresh(team))
     drain(team)
     assert len(at_the_cap.requests) == 3
     assert fresh(team).status == Team.Status.PAUSED
@@ -145,7 +145,7 @@ def test_bad_answers_are_refused_and_change_nothing(at_the_cap, team, pm, answer
 def test_the_turn_budget_asks_the_pm_too(team, pm, messages_api):
     Team.objects.filter(pk=team.pk).update(max_turns=3)
     api = messages_api(lambda r: text("Noted."))
-    conversation.team_start(team=fresh(team))
+    team_actions.team_start(team=fresh(team))
     drain(team)
     request = PMRequest.objects.get(team=team)
     assert request.question == "Turn budget reached: 3 of 3 turns"
@@ -167,7 +167,7 @@ def test_an_agents_own_budget(team, agents, pm, messages_api):
     coder.max_cost_usd = Decimal("0.02")  # less than its first call may cost
     coder.save()
     api = messages_api(costly)
-    conversation.team_start(team=fresh(team))
+    team_actions.team_start(team=fresh(team))
     drain(team)
     assert [r.agent for r in api.requests] == ["coach", "researcher"]
     request = PMRequest.objects.get(team=team)

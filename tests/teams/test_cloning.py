@@ -24,7 +24,7 @@ from teams.models import (
     Turn,
     WorkspaceFile,
 )
-from tests.helpers import client_for, make_user, state
+from tests.helpers import client_for, make_turn, make_user, state
 
 pytestmark = pytest.mark.django_db
 
@@ -68,7 +68,7 @@ def lived(team, agents, pm):
     services.anchor_save(team=team, key="db", value="SQLite", changed_by="coach")
     for n in range(3):
         services.message_add(team=team, author=agents["coach"], content=f"Note {n}.")
-    turn = Turn.objects.create(team=team, agent=agents["coder"], status="done", number=12)
+    turn = make_turn(agents["coder"], status="done", number=12)
     questions.ask(team=team, origin=agents["researcher"], question="Which parser?", target="coder")
     keepers.offload(
         agent=agents["coach"], messages=list(team.messages.filter(kind="chat")), topic="old"

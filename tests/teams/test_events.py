@@ -5,11 +5,19 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 
-from teams import conversation, events, pm_requests, questions, services
+from teams import events, pm_requests, questions, services, team_actions
+from teams.event_payloads import MessageOut, PMRequestOut, QueryOut, TeamStatusOut, TurnOut
 from teams.events import Audience
 from teams.models import Query, Turn
-from teams.schemas import MessageOut, PMRequestOut, QueryOut, TeamStatusOut, TurnOut
-from tests.helpers import drain, forward_chain_script, make_team, make_user, receive_until, socket
+from tests.helpers import (
+    drain,
+    forward_chain_script,
+    make_team,
+    make_turn,
+    make_user,
+    receive_until,
+    socket,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,7 +27,7 @@ def make_world():
     team = make_team("alpha")
     coach = team.agents.get(name="coach")
     message = services.message_add(team=team, content="Hello.", author=coach)
-    turn = Turn.objects.create(team=team, agent=coach, number=1)
+    turn = make_turn(coach, number=1)
     request = pm_requests.pm_request_open(team=team, agent=coach, question="HTML or PDF?")
     query = questions.ask(team=team, origin=coach, question="Which parser?", target="coder")
     pm = make_user("alice", manages=[team])
@@ -117,7 +125,7 @@ def test_an_undeclared_event_is_refused_loudly():
 
 
 def test_every_team_event_has_a_handler_on_the_team_socket():
-    from teams.consumers import PMInboxConsumer, TeamConsumer
+    from teams.live.consumers import PMInboxConsumer, TeamConsumer
 
     for event in events.for_audience(Audience.TEAM):
         assert callable(getattr(TeamConsumer, events.handler_name(event.name), None)), event.name
@@ -139,7 +147,7 @@ async def test_knowledge_routing_with_a_live_team_socket_open(messages_api):
     await receive_until(live, lambda e: e["event"] == "team.status")
 
     def run_conversation():
-        conversation.team_start(team=team)
+        team_actions.team_start(team=team)
         drain(team, limit=6)
 
     await database_sync_to_async(run_conversation)()
@@ -160,7 +168,7 @@ async def test_knowledge_routing_with_a_live_team_socket_open(messages_api):
         "reviewer answered",
     ]
     # Still open: a later event arrives.
-    await database_sync_to_async(conversation.team_pause)(team=team)
+    await database_sync_to_async(team_actions.team_pause)(team=team)
     status = await receive_until(live, lambda e: e["event"] == "team.status")
     assert status[-1]["status"] == "paused"
     await live.disconnect()

@@ -27,7 +27,7 @@ from django.db import connection
 from django.utils import timezone
 
 from loomsite.env import parse_redis_url
-from teams import conversation, services
+from teams import team_actions
 from teams.models import Message, Team, Turn, TurnStep
 from tests.fakes.messages_api import (
     Failure,
@@ -39,7 +39,7 @@ from tests.fakes.messages_api import (
     text,
     tool,
 )
-from tests.helpers import drain
+from tests.helpers import drain, make_team
 from tests.live_site import database_url, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,9 +103,10 @@ class Model:
         return reply
 
 
-def make_team(slug: str) -> Team:
-    return services.team_create(
-        slug=slug,
+def fault_team(slug: str) -> Team:
+    return make_team(
+        slug,
+        name="",
         goal="Survive faults.",
         max_turns=TURNS,
         agents=[
@@ -243,8 +244,8 @@ def running_turn(team: Team) -> Turn:
 
 
 def kill_mid_turn(site, api, slug: str, hold: str) -> None:
-    team = make_team(slug)
-    conversation.team_start(team=team)
+    team = fault_team(slug)
+    team_actions.team_start(team=team)
     wait_for(lambda: Turn.objects.filter(team=team, status="done").count() >= 2, 30, "2 turns")
     api.model.hold(hold, 30)  # the next such call hangs until its worker is killed
     assert api.model.held.wait(20), site.logs()
@@ -282,8 +283,8 @@ def test_a_worker_killed_between_a_tool_step_and_the_turn_end(site, api):
 
 @needs_services
 def test_redis_stopped_and_restarted_mid_conversation(site, redis_server):
-    team = make_team("redis-restart")
-    conversation.team_start(team=team)
+    team = fault_team("redis-restart")
+    team_actions.team_start(team=team)
     wait_for(lambda: Turn.objects.filter(team=team, status="done").count() >= 2, 30, "2 turns")
     redis_server.stop()
     time.sleep(1.5)
@@ -299,8 +300,8 @@ def test_redis_stopped_and_restarted_mid_conversation(site, redis_server):
 
 @needs_services
 def test_the_workers_database_connections_terminated_mid_turn(site, api):
-    team = make_team("pg-terminated")
-    conversation.team_start(team=team)
+    team = fault_team("pg-terminated")
+    team_actions.team_start(team=team)
     wait_for(lambda: Turn.objects.filter(team=team, status="done").count() >= 2, 30, "2 turns")
     api.model.hold("first", 2)
     assert api.model.held.wait(20), site.logs()
@@ -350,10 +351,10 @@ def test_the_model_server_failing_once_is_retried_and_the_team_goes_on(
         return model(request)
 
     api = messages_api(script)
-    team = make_team("flaky")
+    team = fault_team("flaky")
     team.max_turns = 2
     team.save()
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team)
     assert settled(team)
     assert_nothing_lost(team, turns=2)
@@ -363,8 +364,8 @@ def test_the_model_server_failing_once_is_retried_and_the_team_goes_on(
 
 def test_the_model_server_failing_past_the_retries_fails_the_turn_visibly(db, messages_api):
     api = messages_api(lambda request: server_error())
-    team = make_team("down")
-    conversation.team_start(team=team)
+    team = fault_team("down")
+    team_actions.team_start(team=team)
     (turn,) = drain(team)
     team.refresh_from_db()
     assert turn.status == Turn.Status.FAILED and "HTTP 500" in turn.error

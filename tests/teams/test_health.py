@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from teams import conversation
+from teams import team_actions
 from teams.engine import worker
 from teams.models import Turn, WorkerHeartbeat
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 def claimed(team, name="w1"):
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     turn = Turn.objects.get(team=team, status="queued")
     from teams import turns
 
@@ -60,7 +60,7 @@ def test_healthz_is_open_and_says_what_is_running(team, settings):
     assert body["database"] == "ok" and body["channel_layer"] == "ok"
     assert body["workers"]["live"] == 0 and body["turns"]["queued"] == 0
 
-    conversation.team_start(team=team)  # a turn queued, and no worker to run it
+    team_actions.team_start(team=team)  # a turn queued, and no worker to run it
     status, body = healthz()
     assert status == 503 and body["turns"]["queued"] == 1
     assert "no worker is live" in " ".join(body["problems"])

@@ -2,10 +2,10 @@
 
 import pytest
 
-from teams import conversation
+from teams import team_actions
 from teams.errors import Conflict
+from teams.event_payloads import TeamStatusOut
 from teams.models import Team
-from teams.schemas import TeamStatusOut
 
 
 @pytest.mark.parametrize("status", Team.Status.values)
@@ -15,7 +15,7 @@ def test_offered_actions_are_exactly_those_the_services_accept(team, agents, sta
     team.refresh_from_db()
     offered = action in TeamStatusOut.of(team).actions
     try:
-        getattr(conversation, f"team_{action}")(team=team)
+        getattr(team_actions, f"team_{action}")(team=team)
     except Conflict:
         accepted = False
     else:
@@ -52,7 +52,7 @@ def test_a_refused_action_says_why_and_changes_nothing(team, status, action, rea
     Team.objects.filter(pk=team.pk).update(status=status)
     team.refresh_from_db()
     with pytest.raises(Conflict) as refused:
-        getattr(conversation, f"team_{action}")(team=team)
+        getattr(team_actions, f"team_{action}")(team=team)
     assert refused.value.message.startswith(reason)
     team.refresh_from_db()
     assert team.status == status and not team.turn_set.exists()

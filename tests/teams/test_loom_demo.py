@@ -47,7 +47,7 @@ def test_a_weak_admin_password_is_refused_and_no_account_is_made(db, monkeypatch
 def test_loom_demo_makes_the_pm_group_with_exactly_its_permissions(db, monkeypatch):
     from django.contrib.auth.models import Group, Permission
 
-    from teams.admin import PM_GROUP, PM_PERMISSIONS
+    from teams.pm_group import PM_GROUP, PM_PERMISSIONS
 
     monkeypatch.setenv("LOOM_ADMIN_PASSWORD", "correct horse")
     call_command("loom_demo")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from teams import conversation, mesh
+from teams import mesh, team_actions
 from teams.errors import InvalidInput
 from teams.models import PLAN_LIMIT, Agent, Team
 
@@ -37,12 +37,12 @@ def test_bad_levels_change_nothing(agents, call, message):
 
 
 def test_phase_summaries_join_the_plan_section(team, agents):
-    conversation.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
+    team_actions.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
     team.refresh_from_db()
     assert team.plan == "## Plan\n- [refinement done] Scope agreed."
     team.plan = "# Parser\n## Plan\n- tokenizer\n\n## Notes\nkeep"
     team.save()
-    conversation.phase_complete(team=team, agent=agents["coach"], summary="Plan agreed.")
+    team_actions.phase_complete(team=team, agent=agents["coach"], summary="Plan agreed.")
     team.refresh_from_db()
     assert team.plan == (
         "# Parser\n## Plan\n- tokenizer\n- [planning done] Plan agreed.\n\n## Notes\nkeep"
@@ -53,6 +53,6 @@ def test_phase_summaries_join_the_plan_section(team, agents):
 def test_a_full_plan_keeps_what_it_has(team, agents):
     Team.objects.filter(pk=team.pk).update(plan="x" * PLAN_LIMIT)
     team.refresh_from_db()
-    conversation.phase_complete(team=team, agent=agents["coach"], summary="More.")
+    team_actions.phase_complete(team=team, agent=agents["coach"], summary="More.")
     team.refresh_from_db()
     assert team.plan == "x" * PLAN_LIMIT and team.phase == "planning"

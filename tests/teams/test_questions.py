@@ -1,4 +1,4 @@
-"""Seed 000 D.2 and D.3: how queries and answers reach agents, the router's limits,
+"""How queries and answers reach agents, the router's limits,
 and the three end-to-end scenarios through the agent loop and the fake Messages API."""
 
 import re
@@ -10,12 +10,12 @@ from django.core.management import call_command
 from django.db import connections
 from django.utils import timezone
 
-from teams import conversation, questions, services, turns
+from teams import questions, services, team_actions, turns
 from teams.engine import loop, prompts
 from teams.errors import InvalidInput, NotFound
 from teams.models import Keeper, Message, Query, Team, Turn
 from tests.fakes.messages_api import text, tool
-from tests.helpers import drain, forward_chain_script, key_in, per_agent
+from tests.helpers import drain, forward_chain_script, key_in, make_turn, per_agent
 
 
 def history_text(agent, team):
@@ -54,12 +54,12 @@ class TestProtocol:
         """Delivered mid-turn: not in that turn's snapshot, not lost either."""
         coder = agents["coder"]
         api = messages_api([text("Working."), text("Now I see it.")])
-        first = Turn.objects.create(team=team, agent=coder, phase=team.phase)
+        first = make_turn(coder, phase=team.phase)
         claimed = turns.turn_claim(first.id, "w")  # the turn's snapshot is taken here
         questions.ask(team=team, origin=agents["reviewer"], question="Mid-turn?", target="coder")
         loop.execute(claimed, "w")
         assert "Mid-turn?" not in api.requests[0].dump
-        second = Turn.objects.create(team=team, agent=coder, phase=team.phase)
+        second = make_turn(coder, phase=team.phase)
         loop.run_turn(second.id, "w")
         assert "Mid-turn?" in api.requests[1].dump
 
@@ -130,7 +130,7 @@ class TestWakeUps:
         assert team.status == Team.Status.IDLE and team.turn_count == 0
 
     def test_running_team_does_not_get_extra_turns(self, team):
-        conversation.team_start(team=team)
+        team_actions.team_start(team=team)
         questions.ask(team=team, question="Which database?", target="coder")
         assert Turn.objects.filter(purpose="inbox").count() == 0
 
@@ -150,7 +150,7 @@ class TestAutomaticOffload:
         coder.context_budget_tokens = 1000
         coder.save()
         api = messages_api([text("Fine.")])
-        turn = Turn.objects.create(team=team, agent=coder, phase=team.phase)
+        turn = make_turn(coder, phase=team.phase)
         loop.run_turn(turn.id, "w")
         first, *more = Keeper.objects.filter(agent=coder).order_by("id")
         assert first.entries.count() >= 3
@@ -165,7 +165,7 @@ class TestAutomaticOffload:
     def test_under_budget_nothing_happens(self, team, agents, messages_api):
         messages_api([text("Fine.")])
         services.message_add(team=team, author=agents["reviewer"], content="short")
-        turn = Turn.objects.create(team=team, agent=agents["coder"], phase=team.phase)
+        turn = make_turn(agents["coder"], phase=team.phase)
         loop.run_turn(turn.id, "w")
         assert not Keeper.objects.exists()
 
@@ -209,7 +209,7 @@ def test_twenty_threads_answer_the_same_query_once():
     )
 
 
-# --- end to end (seed 000 D.3), through the agent loop ---------------------------
+# --- end to end, through the agent loop ------------------------------------------
 
 
 def test_scenario_a_asks_b_and_b_answers(team, agents, messages_api):
@@ -238,7 +238,7 @@ def test_scenario_a_asks_b_and_b_answers(team, agents, messages_api):
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=6)
     ask_result = api.requests[2].body["messages"][-1]["content"][0]["content"]
     assert ask_result.startswith("Question sent to coder. Query ID: q-")
@@ -253,7 +253,7 @@ def test_scenario_a_asks_b_and_b_answers(team, agents, messages_api):
 
 def test_scenario_forward_chain_with_enrichment(team, agents, messages_api):
     api = messages_api(forward_chain_script())
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=6)
     reviewer_request = [r for r in api.requests if r.agent == "reviewer"][0]
     assert "[Query from coder | ID: q-" in reviewer_request.dump
@@ -282,7 +282,7 @@ def test_scenario_offload_then_retrieve(team, agents, messages_api):
             text("Recalled."),
         ]
     )
-    turn = Turn.objects.create(team=team, agent=agents["coder"], phase=team.phase)
+    turn = make_turn(agents["coder"], phase=team.phase)
     loop.run_turn(turn.id, "w")
     keeper = Keeper.objects.get()
     offloaded = list(keeper.entries.values_list("content", flat=True))

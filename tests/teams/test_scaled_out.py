@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 
 from loomsite.env import parse_redis_url
-from teams import conversation, services
+from teams import services, team_actions
 from teams.models import Message, Team, Turn
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ def test_two_runworker_processes_share_a_team_through_redis(settings):
             goal="Prove the scaled-out mode.",
             agents=[{"name": n, "role": n} for n in ("coach", "researcher", "coder", "reviewer")],
         )
-        conversation.team_start(team=team)
+        team_actions.team_start(team=team)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             team.refresh_from_db()

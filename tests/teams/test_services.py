@@ -3,8 +3,8 @@ from django.db import IntegrityError, transaction
 
 from teams import pm_requests, selectors, services
 from teams.errors import Conflict, InvalidInput, NotFound
-from teams.models import Agent, Anchor, ApiToken, Message, PMRequest, Team, Turn
-from tests.helpers import make_team
+from teams.models import Agent, Anchor, ApiToken, Message, PMRequest, Team
+from tests.helpers import make_team, make_turn
 
 
 def test_team_create_with_agents_in_rotation_order(team):
@@ -167,13 +167,13 @@ class TestDatabaseConstraints:
         with pytest.raises(IntegrityError), transaction.atomic():
             Team.objects.filter(pk=team.pk).update(status="sleeping")
         with pytest.raises(IntegrityError), transaction.atomic():
-            Turn.objects.create(team=team, agent=agents["coder"], status="lost")
+            make_turn(agents["coder"], status="lost")
 
     def test_one_active_turn_per_agent(self, team, agents):
-        Turn.objects.create(team=team, agent=agents["coder"])
-        Turn.objects.create(team=team, agent=agents["coder"], status="done")
+        make_turn(agents["coder"])
+        make_turn(agents["coder"], status="done")
         with pytest.raises(IntegrityError), transaction.atomic():
-            Turn.objects.create(team=team, agent=agents["coder"], status="running")
+            make_turn(agents["coder"], status="running")
 
 
 def test_human_text_is_capped_and_nothing_is_stored(team, agents):

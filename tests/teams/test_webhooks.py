@@ -14,7 +14,7 @@ from django.db import connections
 from django.urls import reverse
 from django.utils import timezone
 
-from teams import budgets, conversation, pm_requests, turns, webhooks
+from teams import budgets, pm_requests, team_actions, turns, webhooks
 from teams.engine import deliveries
 from teams.errors import Conflict, InvalidInput
 from teams.models import Team, Turn, Webhook, WebhookDelivery
@@ -243,7 +243,7 @@ def test_budget_warning_fires_once_at_80_percent_of_the_turns(team, receiver):
     hook = receiver()
     hooked(team, hook, events=["budget.warning"])
     Team.objects.filter(pk=team.pk).update(max_turns=5)
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     for _ in range(3):
         finish_turn(team)
     assert not WebhookDelivery.objects.exists()  # 3 of 5 turns: 60%
@@ -274,7 +274,7 @@ def test_the_team_finishing_and_a_failed_turn_queue_their_events(receiver):
     team = make_team("solo", phases=["only"])
     hooked(team, hook)
     coach = team.agents.get(name="coach")
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     queued = Turn.objects.get(team=team, status=Turn.Status.QUEUED)
     turn = turns.turn_claim(queued.id, "test-worker")
     turns.turn_fail(turn=turn, worker="test-worker", error="HTTP 400 from the model")
@@ -286,8 +286,8 @@ def test_the_team_finishing_and_a_failed_turn_queue_their_events(receiver):
     assert failed.payload["data"]["agent"] == turn.agent.name
     assert failed.payload["data"]["status"] == "paused"
 
-    conversation.team_resume(team=team)
-    conversation.phase_complete(team=team, agent=coach, summary="Shipped the parser.")
+    team_actions.team_resume(team=team)
+    team_actions.phase_complete(team=team, agent=coach, summary="Shipped the parser.")
     team.refresh_from_db()
     assert team.status == "done"
     done = WebhookDelivery.objects.get(event="team.done")

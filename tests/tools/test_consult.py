@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from teams import conversation
+from teams import team_actions
 from teams.consultations import PeerOutput, parse_peer_output, strict_schema
 from teams.errors import InvalidInput
 from teams.models import ConsultantProfile, Consultation, Message, Team, Turn
@@ -229,10 +229,10 @@ def test_a_missing_key_is_said_and_nothing_is_sent(ctx_for, openai_fake, monkeyp
     gpt_profile(server.url)
     monkeypatch.delenv("TEST_OPENAI_API_KEY")
     result = call(ctx_for("coder"), "ask_peer", peer="architect", prompt="Layering?")
-    assert (
-        "Error: Consultant architect cannot be asked: the key variable "
-        "TEST_OPENAI_API_KEY is not set"
-    ) in result.text
+    assert result.text.startswith(
+        "## architect (gpt-4.1-mini), consultation 1\nError: Consultant architect cannot be "
+        "asked: the key variable TEST_OPENAI_API_KEY is not set"
+    )
     assert server.requests == []
     assert Consultation.objects.get().status == "failed"
 
@@ -260,7 +260,7 @@ def test_a_malformed_reply_is_a_clear_error_and_the_turn_finishes(
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=1)
     turn = Turn.objects.get(number=1)
     assert (turn.status, turn.outcome) == ("done", "message"), turn.error
@@ -400,7 +400,7 @@ def test_three_consultants_with_2000_token_answers_all_reach_the_model(
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=1)
     assert len(server.requests) == 3
     # The team's consultants, and what each is good for, are in the tool's schema.

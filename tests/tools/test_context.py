@@ -1,11 +1,12 @@
-"""Seed 000 D.1.1-D.1.2: context_retrieve and context_offload."""
+"""The context tools: context_retrieve and context_offload."""
 
 import pytest
 
 from teams import keepers, services
 from teams.engine import prompts
-from teams.models import Keeper, Turn
+from teams.models import Keeper
 from tests.fakes.messages_api import text
+from tests.helpers import make_turn
 from tools import registry
 from tools.base import MAX_RESULT_CHARS
 
@@ -48,9 +49,7 @@ class TestRetrieve:
         api = messages_api(
             [text("Coder said bearer tokens signed with HMAC.", input_tokens=50, output_tokens=10)]
         )
-        turn = Turn.objects.create(
-            team=team, agent=agents["coder"], status="running", model="claude-haiku-4-5"
-        )
+        turn = make_turn(agents["coder"], status="running", model="claude-haiku-4-5")
         result = run(
             ctx_for("coder", turn=turn), "context_retrieve", query="How are auth tokens signed?"
         )

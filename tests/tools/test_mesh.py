@@ -1,4 +1,4 @@
-"""Seed 004's test lists: anchors CRUD and the prompt block, scan_hierarchy (6),
+"""The mesh: anchors CRUD and the prompt block, scan_hierarchy (6),
 save_anchor (4 + prompt), think_back (6), check_drift (6), and its integration
 workflow; then the same mesh through the real anthropic client."""
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from teams import conversation, keepers, mesh, services
+from teams import keepers, mesh, services, team_actions
 from teams.engine import prompts
 from teams.engine.prompts import anchors_block
 from teams.models import Agent, Anchor, AnchorRevision
@@ -226,7 +226,7 @@ class TestThinkBack:
         run(ctx_for("coder"), "declare_intent", trajectory="Build the parser")
         team.plan = "# Parser\n\n## Plan\n- tokenizer\n- grammar\n\n## Notes\nNot this."
         services.team_update(team=team, fields=["plan"])
-        conversation.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
+        team_actions.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
         text_ = run(ctx_for("coder"), "think_back")
         assert "## Plan\n- tokenizer\n- grammar\n- [refinement done] Scope agreed.\n" in text_
         assert "Not this." not in text_
@@ -288,7 +288,7 @@ class TestCheckDrift:
         assert lost.endswith("=== END DRIFT REPORT ===")
 
 
-# --- the seed's integration workflow -----------------------------------------------
+# --- the mesh's integration workflow -----------------------------------------------
 
 
 def test_workflow_anchor_think_back_drift_check(ctx_for, team, agents):
@@ -346,7 +346,7 @@ def test_a_saved_anchor_reaches_every_agent_and_check_drift_reaches_the_model(te
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=4)
     after_anchor = api.requests[1:]  # every request after the coach called save_anchor
     by_agent = {}

@@ -1,4 +1,4 @@
-"""Seed 000 D.1.3-D.1.5: the question tools."""
+"""The question tools: ask, answer and forward between agents."""
 
 import re
 

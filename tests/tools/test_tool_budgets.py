@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from teams import conversation, keepers, services
+from teams import keepers, services, team_actions
 from teams.models import ConsultantProfile, Consultation, Message, PMRequest, Team, Turn
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, per_agent
@@ -59,7 +59,7 @@ def test_ask_multi_never_sends_the_call_that_would_cross_the_budget(
             }
         )
     )
-    conversation.team_start(team=fresh(team))
+    team_actions.team_start(team=fresh(team))
     drain(team, limit=1)
     systems = [request.body["system"] for request in server.requests]
     assert len(systems) == 2 and not any("testing" in s for s in systems)

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from teams import conversation, workspace
+from teams import team_actions, workspace
 from teams.errors import InvalidInput
-from teams.models import DEFAULT_PHASES, Agent, Team, Turn, WorkspaceFile
+from teams.models import DEFAULT_PHASES, Agent, Team, WorkspaceFile
 from tests.fakes.messages_api import Reply, text, tool
-from tests.helpers import drain, per_agent
+from tests.helpers import drain, make_turn, per_agent
 from tools import registry
 
 pytestmark = pytest.mark.django_db
@@ -307,7 +307,7 @@ def test_files_touched_stay_unique_and_bounded(team, agents):
 
 def test_the_domain_refuses_the_write_limits_itself(team, agents):
     coder = agents["coder"]
-    turn = Turn.objects.create(team=team, agent=coder, status="running", number=7)
+    turn = make_turn(coder, status="running", number=7)
     with pytest.raises(InvalidInput, match="limit is 20 writes per turn"):
         workspace.file_write(
             team=team, agent=coder, turn=turn, path="a.txt", content="", writes_this_turn=20
@@ -373,7 +373,7 @@ def test_a_coder_in_implementation_writes_a_file(team, messages_api):
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=3)
     assert tool_results(api)["toolu_write"] == (
         "Wrote src/app.py (12 bytes, new file). 1 of 20 writes used this turn.",
@@ -402,7 +402,7 @@ def test_file_write_is_refused_outside_its_role_and_phase(who, team, messages_ap
         text("Tried."),
     ]
     api = messages_api(per_agent(scripts))
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=4)
     assert tool_results(api)["toolu_write"] == (
         "Error: Unknown tool 'file_write' (not available to you).",
@@ -432,7 +432,7 @@ def test_the_21st_write_of_a_turn_is_refused_and_the_next_turn_starts_again(team
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=7)
     results = tool_results(api)
     for n in range(20):
@@ -476,7 +476,7 @@ def test_an_oversized_write_is_refused(team, messages_api):
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=3)
     results = tool_results(api)
     assert results["toolu_big"] == (
@@ -510,7 +510,7 @@ def test_reads_are_bounded_and_binary_files_reported(team, messages_api):
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=2)
     results = tool_results(api)
     assert results["toolu_list"] == (

@@ -9,9 +9,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from teams import services
-from teams.admin import PM_GROUP, PM_PERMISSIONS
 from teams.catalog import OFFLINE_MODEL
 from teams.models import ConsultantProfile, Team
+from teams.pm_group import PM_GROUP, PM_PERMISSIONS
 
 DEMO_SLUG = "demo"
 # Its first clause names what the offline model's lines are about: "a static-site

@@ -58,7 +58,7 @@ class Command(BaseCommand):
                 self.style.WARNING(
                     "Local development mode: DEBUG is on and the public development key is "
                     "in use. For production set LOOM_SECRET_KEY (DEBUG is then off) and see "
-                    "the README's Production section."
+                    "docs/production.md."
                 )
             )
         _warn_about_models()

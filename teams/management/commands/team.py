@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from teams import cloning, conversation, pm_requests, requests, selectors
+from teams import cloning, pm_requests, requests, selectors, team_actions
 from teams.errors import LoomError
 from teams.lifecycle import PM_ACTIONS, TeamAction
 
@@ -65,7 +65,7 @@ class Command(BaseCommand):
                 )
                 return
             if action in PM_ACTIONS:
-                report = conversation.team_pm_action(team=team, action=TeamAction(action))
+                report = team_actions.team_pm_action(team=team, action=TeamAction(action))
                 self.stdout.write(report.text)
             elif action == "answer":
                 request = selectors.team_open_pm_request(team=team)

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from teams import conversation, services
+from teams import services, team_actions
 from teams.catalog import Usage, cost_of
 from teams.engine import prompts
 from teams.models import Turn
@@ -60,7 +60,7 @@ def two_rounds(team, counting_api):
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=8)
     return api
 
@@ -103,7 +103,7 @@ def test_a_phase_change_drops_earlier_phases_but_the_summary(team, counting_api)
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=6)
     team.refresh_from_db()
     assert team.phase == "planning"
@@ -182,7 +182,7 @@ def test_within_a_turn_the_next_call_reads_the_whole_history(team, counting_api)
     api = counting_api(
         per_agent({"coach": [tool(PeerDiscovery.name, {}, "toolu_d"), text("Everyone is here.")]})
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=1)
     first, second = api.requests
     assert second.breakpoints == first.breakpoints

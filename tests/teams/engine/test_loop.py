@@ -2,7 +2,7 @@
 
 import pytest
 
-from teams import conversation, pm_requests, services, turns
+from teams import pm_requests, services, team_actions, turns
 from teams.engine import loop, worker
 from teams.models import Message, PMRequest, Team, Turn, TurnStep
 from tests.fakes.messages_api import bad_request, overloaded, rate_limited, text, tool
@@ -49,7 +49,7 @@ def conversation_run(team, messages_api):
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team)
     return api
 
@@ -109,7 +109,7 @@ def test_anchor_block_and_mention_note(conversation_run):
 
 def test_no_anchor_block_without_anchors(team, messages_api):
     api = messages_api([text("Hello.")])
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=1)
     assert "<immutable-anchors>" not in api.requests[0].system_text
     assert "specifically addressed" not in api.requests[0].system_text
@@ -167,7 +167,7 @@ def test_usage_and_cost_are_recorded(conversation_run, agents):
 def test_pm_answer_resumes_at_next_speaker_once(conversation_run, team, admin_user):
     request = PMRequest.objects.get(team=team)
     pm_requests.pm_request_answer(request_id=request.id, answer="HTML only.", user=admin_user)
-    with pytest.raises(conversation.Conflict, match="already answered"):
+    with pytest.raises(team_actions.Conflict, match="already answered"):
         pm_requests.pm_request_answer(request_id=request.id, answer="Second opinion.")
     team.refresh_from_db()
     assert team.status == Team.Status.RUNNING
@@ -182,7 +182,7 @@ def test_pm_answer_resumes_at_next_speaker_once(conversation_run, team, admin_us
 
 def test_529_then_success_completes_with_one_message(team, messages_api):
     api = messages_api([overloaded(), rate_limited(), text("Recovered.")])
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     (turn,) = drain(team, limit=1)
     assert turn.status == Turn.Status.DONE
     assert len(api.requests) == 3
@@ -200,7 +200,7 @@ def test_nul_characters_from_the_model_are_dropped_not_fatal(team, agents, messa
             text("Done."),
         ]
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     first, second = drain(team, limit=2)
     assert (first.status, second.status) == (Turn.Status.DONE, Turn.Status.DONE)
     assert Message.objects.get(turn=first).content == "Halfway."
@@ -210,7 +210,7 @@ def test_nul_characters_from_the_model_are_dropped_not_fatal(team, agents, messa
 
 def test_400_fails_the_turn_and_duplicates_nothing(team, messages_api):
     api = messages_api([bad_request("messages.0: content is empty")])
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     (turn,) = drain(team, limit=1)
     assert turn.status == Turn.Status.FAILED
     assert "400" in turn.error and "content is empty" in turn.error
@@ -258,7 +258,7 @@ def test_abandoned_turn_is_swept_and_resumes_without_repeating_tools(
             text("Done after the crash."),
         ]
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     turn = Turn.objects.get(status="queued")
     # The worker dies once the tool's transaction (its message and its step) commits.
     run_then_die(turn, monkeypatch, registry, "execute")
@@ -280,7 +280,7 @@ def test_abandoned_turn_is_swept_and_resumes_without_repeating_tools(
 
 
 def test_duplicate_wake_up_is_claimed_once(team):
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     turn = Turn.objects.get(status="queued")
     assert turns.turn_claim(turn.id, "a") is not None
     assert turns.turn_claim(turn.id, "b") is None
@@ -290,7 +290,7 @@ def test_a_turn_resumed_after_its_pass_was_recorded_still_passes(team, messages_
     """The tool's TurnEnd is stored with its step: a resumed turn ends the way the
     first attempt's tool said, without calling the model or the tool again."""
     api = messages_api([tool("pass_turn", {"reason": "agree"}, "toolu_pass"), text("never")])
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     turn = Turn.objects.get(status="queued")
     run_then_die(turn, monkeypatch, turns, "turn_finish", after=False)
     assert TurnStep.objects.get(kind="tool").ends_turn == Turn.Outcome.PASS
@@ -304,7 +304,7 @@ def test_a_tool_and_its_step_commit_together(team, agents, messages_api, monkeyp
     """A worker that dies while recording a tool's step takes the tool's writes with
     it, so the resumed turn runs the tool once: the phase advances once."""
     messages_api([tool("signal_phase_complete", {"summary": "Scope agreed."}, "toolu_done")])
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     turn = Turn.objects.get(status="queued")
     run_then_die(
         turn, monkeypatch, TurnStep.objects, "create", when=lambda **step: step["kind"] == "tool"
@@ -320,7 +320,7 @@ def test_a_tool_and_its_step_commit_together(team, agents, messages_api, monkeyp
 
 def test_the_step_limit_ends_a_turn_as_a_message_not_a_pass(team, messages_api):
     messages_api([tool("peer_discovery", {}, f"toolu_{i}") for i in range(loop.MAX_STEPS)])
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     (turn,) = drain(team, limit=1)
     assert turn.outcome == Turn.Outcome.MESSAGE and turn.steps.count() == 2 * loop.MAX_STEPS
     assert not Message.objects.filter(kind="pass_note").exists()

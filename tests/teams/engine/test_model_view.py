@@ -8,7 +8,7 @@ from io import StringIO
 
 from django.core.management import call_command
 
-from teams import conversation, pm_requests, services
+from teams import pm_requests, services, team_actions
 from teams.models import Message, PMRequest
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, per_agent
@@ -38,7 +38,7 @@ def test_every_member_reads_the_phase_its_line_and_who_closes_it(team, messages_
     api = messages_api(
         per_agent({name: [text("Noted.")] for name in ("coach", "researcher", "coder", "reviewer")})
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=4)
     coder = of(api, "coder")[0].system_text
     assert (
@@ -58,7 +58,7 @@ def test_a_teams_own_phase_line_replaces_the_default(team, messages_api):
     team.phase_guide = {"refinement": {"coder": "sketch the parser's grammar"}}
     services.team_update(team=team, fields=["phase_guide"])
     api = messages_api(per_agent({n: [text("Ok.")] for n in ("coach", "researcher", "coder")}))
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=3)
     assert "Your part as coder: sketch the parser's grammar." in of(api, "coder")[0].system_text
 
@@ -74,7 +74,7 @@ def test_the_coachs_cue_names_who_passed_and_says_to_close_when_all_did(team, me
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=5)
     cue = texts(of(api, "coach")[1])[-1]
     assert cue.startswith("It is your turn, coach.")
@@ -93,7 +93,7 @@ def test_when_everyone_passed_the_cue_says_so(team, messages_api):
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=5)
     cue = texts(of(api, "coach")[1])[-1]
     assert "everyone passed (researcher, coder, reviewer)" in cue
@@ -112,7 +112,7 @@ def test_an_agent_sees_its_own_tool_calls_later_in_the_phase_only(team, messages
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=7)
     later = texts(of(api, "coder")[2])  # its next turn (its first made two calls)
     records = [t for t in later if t.startswith("[Your action]")]
@@ -136,7 +136,7 @@ def test_ask_pm_is_recorded_as_what_it_is(team, messages_api):
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=1)
     request = PMRequest.objects.get(team=team)
     pm_requests.pm_request_answer(request_id=request.id, answer="HTML only.")
@@ -164,7 +164,7 @@ def test_file_write_follows_the_teams_tool_access(team, messages_api):
     services.team_update(team=team, fields=["phases", "tool_access"])
     services.agent_create(team=team, name="tess", role="tester")
     api = messages_api(per_agent({n: [text("Ok.")] for n in ("coach", "researcher", "coder")}))
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=3)
     coder = of(api, "coder")[0]
     assert "file_write" not in coder.tool_names
@@ -179,11 +179,11 @@ def test_by_default_coders_and_reviewers_write_in_implementation_like_phases(tea
             {n: [text("Ok."), text("Ok.")] for n in ("coach", "researcher", "coder", "reviewer")}
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=4)
     assert "file_write" not in of(api, "coder")[0].tool_names  # design is not building
     team.refresh_from_db()
-    conversation.phase_complete(team=team, agent=team.agents.get(name="coach"), summary="Done.")
+    team_actions.phase_complete(team=team, agent=team.agents.get(name="coach"), summary="Done.")
     api.requests.clear()
     drain(team, limit=5)
     assert "file_write" in of(api, "coder")[0].tool_names
@@ -204,7 +204,7 @@ def test_team_prompt_prints_exactly_what_the_model_received(team, messages_api):
             }
         )
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     drain(team, limit=3)
     out = StringIO()
     call_command("team", "prompt", team.slug, "coder", stdout=out)
@@ -220,8 +220,8 @@ def test_team_prompt_prints_exactly_what_the_model_received(team, messages_api):
 
 
 def test_phase_summary_carries_the_pms_words(team, agents):
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     services.message_add(team=team, content="Only HTML.", kind=Message.Kind.PM, author_label="pm")
-    conversation.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
+    team_actions.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
     summary = Message.objects.get(kind=Message.Kind.PHASE_SUMMARY).content
     assert summary == '[Phase refinement complete] Scope agreed.\nThe PM said: "Only HTML."'

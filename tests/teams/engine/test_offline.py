@@ -3,7 +3,7 @@ PM's word pinned as an anchor and a drift check before a phase completes; it wri
 a file (the coder), reads it (the reviewer) and consults (the coach, once); and it
 stays deterministic."""
 
-from teams import conversation, pm_requests
+from teams import pm_requests, team_actions
 from teams.catalog import OFFLINE_MODEL
 from teams.engine.offline import OFFLINE_FILE, PM_ANCHOR, OfflineProvider
 from teams.management.commands.loom_demo import DEMO_CONSULTANTS
@@ -57,7 +57,7 @@ def run_until(team, predicate, limit=80, answer=None):
 
 
 def test_each_agent_declares_its_intent_on_its_first_turn_and_still_speaks(team):
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     first = drain(team, limit=4)
     assert [t.agent.name for t in first] == ["coach", "researcher", "coder", "reviewer"]
     for turn in first:
@@ -75,7 +75,7 @@ def test_each_agent_declares_its_intent_on_its_first_turn_and_still_speaks(team)
 
 
 def test_agents_map_their_tactic_now_and_then(team):
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     run_until(team, lambda: steps(team, MapContext).exists(), answer="HTML only.")
     mapped = steps(team, MapContext).first()
     agent = mapped.turn.agent
@@ -88,7 +88,7 @@ def test_agents_map_their_tactic_now_and_then(team):
 
 
 def test_the_coach_pins_the_pms_answer_then_checks_drift_before_completing_the_phase(team):
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     run_until(team, lambda: PMRequest.objects.filter(team=team).exists())
     team.refresh_from_db()
     assert team.status == Team.Status.AWAITING_PM
@@ -118,7 +118,7 @@ def test_the_coach_pins_the_pms_answer_then_checks_drift_before_completing_the_p
 
 
 def test_an_answer_the_pm_pinned_is_not_pinned_again(team):
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     run_until(team, lambda: PMRequest.objects.filter(team=team).exists())
     request = PMRequest.objects.get(team=team)
     pm_requests.pm_request_answer(request_id=request.id, answer="PDF too.", pin_as="format")
@@ -225,7 +225,7 @@ def test_the_coder_writes_a_file_the_reviewer_reads_it_and_the_coach_consults_on
     for spec in DEMO_CONSULTANTS:  # as loom_demo makes them, enabled for the team
         profile = ConsultantProfile.objects.create(**spec, provider="offline", model=OFFLINE_MODEL)
         team.consultants.add(profile)
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     run_until(team, lambda: steps(team, FileRead).exists(), limit=300, answer="HTML only.")
 
     # The coach asked every consultant once, in the team's second phase, then spoke.

@@ -9,7 +9,7 @@ import re
 import pytest
 from django.core.management import call_command
 
-from teams import conversation, pm_requests, services
+from teams import pm_requests, services, team_actions
 from teams.engine.offline import subject_of
 from teams.management.commands.loom_demo import DEMO_GOAL, DEMO_SLUG
 from teams.models import (
@@ -59,7 +59,7 @@ def demo(db, monkeypatch):
     monkeypatch.setenv("LOOM_ADMIN_PASSWORD", "correct horse battery")
     call_command("loom_demo")
     team = Team.objects.get(slug=DEMO_SLUG)
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     return run_to_the_end(team)
 
 
@@ -168,7 +168,7 @@ def test_a_haiku_generator_team_talks_about_haiku_not_parsers(db):
     team = services.team_create(
         slug="haiku", name="Haiku", goal="a haiku generator", agents=FOUR_AGENTS
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     team = run_to_the_end(team)
     assert team.status == Team.Status.DONE
     said = list(

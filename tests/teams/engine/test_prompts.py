@@ -1,6 +1,6 @@
-"""What an agent sees: seed 003's prompt rules."""
+"""What an agent sees: the prompt's rules (role, norms, anchors, @mentions, phases)."""
 
-from teams import conversation, services
+from teams import services, team_actions
 from teams.engine import prompts
 from teams.models import DEFAULT_PHASES
 
@@ -28,7 +28,7 @@ def test_system_prompts_by_role(team, agents):
 
 def test_history_is_the_phase_plus_summaries_minus_pass_notes(team, agents):
     services.message_add(team=team, author=agents["coder"], content="Old phase chatter.")
-    conversation.phase_complete(team=team, agent=agents["coach"], summary="We agreed on X.")
+    team_actions.phase_complete(team=team, agent=agents["coach"], summary="We agreed on X.")
     team.refresh_from_db()
     services.message_add(team=team, author=agents["reviewer"], content="New phase point.")
     services.message_add(

@@ -2,7 +2,7 @@
 
 import pytest
 
-from teams import conversation, services
+from teams import services, team_actions
 from teams.catalog import OFFLINE_MODEL, default_model
 from teams.engine.offline import OfflineProvider
 from teams.engine.providers import AnthropicProvider, model_problem, provider_for
@@ -47,7 +47,7 @@ def test_a_claude_agent_without_a_key_fails_its_turn_saying_so(db, settings):
         slug="keyless",
         agents=[{"name": "coach", "role": "coach", "model": "claude-sonnet-4-6"}],
     )
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     (turn,) = drain(team)
     assert turn.status == Turn.Status.FAILED and "ANTHROPIC_API_KEY is not set" in turn.error
     team.refresh_from_db()
@@ -61,7 +61,7 @@ def test_an_offline_agent_in_a_team_with_a_key_never_calls_the_api(team, agents,
     coach = agents["coach"]
     coach.model = OFFLINE_MODEL
     coach.save(update_fields=["model"])
-    conversation.team_start(team=team)
+    team_actions.team_start(team=team)
     (turn,) = drain(team, limit=1)
     assert turn.model == OFFLINE_MODEL and turn.status == Turn.Status.DONE
     assert api.requests == []

@@ -1,0 +1,432 @@
+"""What a PM edits: teams (with their agents and anchors inline), agents, anchors
+and the PM requests they answer."""
+
+from django.contrib import admin, messages
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
+
+from teams import cloning, pm_requests, selectors, services, team_actions
+from teams.admin.forms import PMRequestAnswerForm
+from teams.admin.fragments import fragment
+from teams.admin.scoping import HistoryInline, ScopedChoicesMixin, TeamScopedAdmin
+from teams.errors import LoomError
+from teams.lifecycle import TeamAction
+from teams.models import (
+    Agent,
+    Anchor,
+    AnchorRevision,
+    Message,
+    PMRequest,
+    Team,
+)
+from teams.web import charts
+from teams.web.presentation import agent_drift, money_tables
+from tools.mesh import drift_report
+
+
+class AgentInline(ScopedChoicesMixin, admin.TabularInline):
+    model = Agent
+    extra = 0
+    fields = ("name", "role", "model", "position", "turns", "drift_score")
+    readonly_fields = ("turns", "drift_score")
+    show_change_link = True
+
+
+class AnchorInline(ScopedChoicesMixin, admin.TabularInline):
+    model = Anchor
+    extra = 0
+    fields = ("key", "value", "updated_by", "updated_at")
+    readonly_fields = ("updated_by", "updated_at")
+
+
+def delete_row(request, row) -> None:
+    """Delete as the services do: an anchor's deletion joins its history."""
+    if isinstance(row, Anchor):
+        services.anchor_delete(team=row.team, key=row.key, changed_by=pm_label(request))
+    else:
+        row.delete()
+
+
+def pm_label(request) -> str:
+    return f"pm ({request.user.get_username()})"
+
+
+def anchor_save_from(request, anchor: Anchor) -> Anchor:
+    """An anchor edited in the admin, saved as every anchor is: a revision kept, the
+    person named as its author."""
+    return services.anchor_save(
+        team=anchor.team,
+        key=anchor.key,
+        value=anchor.value,
+        changed_by=pm_label(request),
+    )
+
+
+@admin.register(Team)
+class TeamAdmin(TeamScopedAdmin):
+    # Few, narrow columns: the list fits a laptop's screen beside the admin's sidebar.
+    list_display = (
+        "slug",
+        "name",
+        "status",
+        "phase_name",
+        "turns_of_budget",
+        "cost_of_budget",
+        "live_link",
+        "updated_at",
+    )
+    list_filter = ("status",)
+    search_fields = ("slug", "name", "goal")
+    prepopulated_fields = {"slug": ("name",)}
+    # Live state is shown, never edited: it changes through the actions (services)
+    # only, so a stale form cannot write an old status, phase or count back.
+    readonly_fields = (
+        "status",
+        "phase_name",
+        "turn_count",
+        "spent_usd",
+        "live_link",
+        "usage_totals",
+        "created_at",
+        "updated_at",
+        "where_the_money_goes",
+        "tokens_by_agent",
+    )
+    fieldsets = (
+        (None, {"fields": ("slug", "name", "goal", "plan", "phases", "workspace", "managers")}),
+        ("Budgets", {"fields": ("max_turns", "max_cost_usd")}),
+        ("Where the money goes", {"fields": ("where_the_money_goes", "tokens_by_agent")}),
+        (
+            "Live state",
+            {
+                "fields": (
+                    "status",
+                    "phase_name",
+                    "turn_count",
+                    "spent_usd",
+                    "usage_totals",
+                    "live_link",
+                    "created_at",
+                    "updated_at",
+                )
+            },
+        ),
+    )
+
+    # Who manages a team decides who sees it, and the workspace is a folder on the
+    # server: only superusers set either. Only superusers add teams (see
+    # has_add_permission).
+    superuser_fields = ("managers", "workspace")
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = super().get_readonly_fields(request, obj)
+        if request.user.is_superuser:
+            return readonly
+        return (*readonly, *self.superuser_fields)
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser and super().has_add_permission(request)
+
+    @admin.display(description="live view")
+    def live_link(self, obj):
+        if obj.pk is None:
+            return "—"
+        return format_html('<a href="{}">watch live ›</a>', reverse("team-live", args=[obj.slug]))
+
+    filter_horizontal = ("managers",)
+    inlines = (AgentInline, AnchorInline)
+    actions = ("start_teams", "pause_teams", "resume_teams", "run_again")
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            super().save_model(request, obj, form, change)  # a new team starts idle
+            return
+        try:
+            services.team_update(
+                team=obj, fields=[f for f in form.changed_data if f in services.TEAM_SETTINGS]
+            )
+        except LoomError as exc:  # a slug taken meanwhile: say so, change nothing
+            self.message_user(request, exc.message, messages.ERROR)
+
+    def save_formset(self, request, form, formset, change):
+        # Agents and anchors have live parts a full save would overwrite (an agent's
+        # counters, an anchor's history): each changed row goes its own way.
+        save_row = {
+            Agent: lambda row_form: save_changed_fields(row_form),
+            Anchor: lambda row_form: anchor_save_from(request, row_form.instance),
+        }.get(formset.model)
+        if save_row is None:
+            super().save_formset(request, form, formset, change)
+            return
+        for row_form in formset.forms:
+            if row_form in formset.deleted_forms or not row_form.has_changed():
+                continue
+            if row_form in formset.initial_forms and row_form.instance.pk is None:
+                continue  # an id not among this team's rows (tampered): as Django does
+            save_row(row_form)
+        formset.save(commit=False)  # collects deleted_objects
+        for row in formset.deleted_objects:
+            delete_row(request, row)
+
+    def _run(self, request, queryset, action: TeamAction):
+        # Each team's own message, saying what really happened to it.
+        for team in queryset:
+            try:
+                report = team_actions.team_pm_action(team=team, action=action)
+            except LoomError as exc:
+                self.message_user(request, exc.message, messages.ERROR)
+            else:
+                level = messages.WARNING if report.stopped else messages.SUCCESS
+                self.message_user(request, report.text, level)
+
+    @admin.action(description="Start the selected teams")
+    def start_teams(self, request, queryset):
+        self._run(request, queryset, TeamAction.START)
+
+    @admin.action(description="Pause the selected teams")
+    def pause_teams(self, request, queryset):
+        self._run(request, queryset, TeamAction.PAUSE)
+
+    @admin.action(description="Resume the selected teams")
+    def resume_teams(self, request, queryset):
+        self._run(request, queryset, TeamAction.RESUME)
+
+    @admin.action(description="Run again (make a fresh copy)", permissions=["change"])
+    def run_again(self, request, queryset):
+        """A fresh idle copy of each selected team (see teams.cloning), linked."""
+        for team in queryset:
+            try:
+                clone = cloning.team_clone(
+                    team=team, slug=cloning.next_free_slug(team.slug), user=request.user
+                )
+            except LoomError as exc:
+                self.message_user(request, f"{team.slug}: {exc.message}", messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                format_html(
+                    '{} <a href="{}">Watch it live</a> or <a href="{}">edit it</a>; start it '
+                    "when ready.",
+                    cloning.made_message(team=clone, source=team),
+                    reverse("team-live", args=[clone.slug]),
+                    reverse("admin:teams_team_change", args=[clone.pk]),
+                ),
+                messages.SUCCESS,
+            )
+
+    @admin.display(description="phase")
+    def phase_name(self, obj):
+        return obj.phase
+
+    @admin.display(description="turns", ordering="turn_count")
+    def turns_of_budget(self, obj):
+        return f"{obj.turn_count} / {obj.max_turns}"
+
+    @admin.display(description="cost", ordering="spent_usd")
+    def cost_of_budget(self, obj):
+        return f"${obj.spent_usd:.4f} / ${obj.max_cost_usd:.2f}"
+
+    @admin.display(description="input tokens per turn, by agent (the last 120 turns)")
+    def tokens_by_agent(self, obj):
+        if obj.pk is None:
+            return "—"
+        recent = (
+            obj.turn_set.filter(status__in=["done", "failed"], purpose="conversation")
+            .select_related("agent")
+            .order_by("-id")[:120]
+        )
+        return charts.tokens_by_agent(recent)
+
+    @admin.display(description="where the money goes")
+    def where_the_money_goes(self, obj):
+        if obj.pk is None:
+            return "—"
+        spend = selectors.team_spend(team=obj)
+        return fragment(
+            "money.html", unknown_prices=spend["unknown_prices"], tables=money_tables(spend)
+        )
+
+    @admin.display(description="tokens and cost")
+    def usage_totals(self, obj):
+        if obj.pk is None:
+            return "—"
+        t = selectors.team_usage_totals(team=obj)
+        return (
+            f"input {t['input_tokens']:,} · output {t['output_tokens']:,} · "
+            f"cache write {t['cache_creation_tokens']:,} · cache read {t['cache_read_tokens']:,}"
+            f" · ${t['cost_usd']:.4f}"
+        )
+
+
+def save_changed_fields(form) -> None:
+    """Save a model form's changes without writing back the fields it did not show:
+    an agent's counters and score move while the form is open."""
+    obj = form.save(commit=False)
+    if obj.pk is None or obj._state.adding:
+        obj.save()
+    else:
+        obj.save(update_fields=[f for f in form.changed_data if f in form.fields])
+
+
+@admin.register(Agent)
+class AgentAdmin(TeamScopedAdmin):
+    list_display = ("name", "team", "role", "model", "position", "turns", "drift")
+    list_filter = ("role", "team")
+    search_fields = ("name", "team__slug", "role_prompt")
+    list_select_related = ("team",)
+    readonly_fields = (
+        "drift",
+        "drift_summary",
+        "drift_report",
+        "usage_chart",
+        "team_anchors",
+        "recent_messages",
+        "turns",
+        "context_updates",
+        "last_context_update_turn",
+        "files_touched",
+        "violations",
+        "drift_score",
+        "created_at",
+    )
+    fieldsets = (
+        (None, {"fields": ("team", "name", "role", "model", "position", "role_prompt")}),
+        ("Hierarchy", {"fields": ("trajectory", "tactic", "action")}),
+        ("Drift", {"fields": ("drift_summary", "usage_chart", "drift_report")}),
+        ("Context", {"fields": ("team_anchors", "recent_messages", "context_budget_tokens")}),
+        ("Budget", {"fields": ("max_cost_usd",)}),
+        (
+            "Metrics",
+            {
+                "fields": (
+                    "turns",
+                    "context_updates",
+                    "last_context_update_turn",
+                    "files_touched",
+                    "violations",
+                    "drift_score",
+                    "created_at",
+                )
+            },
+        ),
+    )
+
+    def save_model(self, request, obj, form, change):
+        save_changed_fields(form)
+
+    @admin.display(description="drift")
+    def drift(self, obj):
+        d = agent_drift(obj)
+        return f"{'⚠ ' if d['flagged'] else ''}{d['score']} · {d['meaning']}"
+
+    @admin.display(description="drift score")
+    def drift_summary(self, obj):
+        """The score and what it means, the hierarchy, the chain breaks and the advice."""
+        if obj.pk is None:
+            return "—"
+        return fragment("drift_summary.html", d=agent_drift(obj))
+
+    @admin.display(description="drift report (what the agent reads)")
+    def drift_report(self, obj):
+        if obj.pk is None:
+            return "—"
+        return format_html('<pre style="margin:0">{}</pre>', drift_report(obj))
+
+    @admin.display(description="drift score and input tokens per turn")
+    def usage_chart(self, obj):
+        if obj.pk is None:
+            return "—"
+        recent = list(obj.turn_set.exclude(status__in=["queued", "running"]).order_by("-id")[:40])
+        return charts.drift_and_tokens(reversed(recent))
+
+    @admin.display(description="anchors")
+    def team_anchors(self, obj):
+        if obj.pk is None:
+            return "—"
+        anchors = Anchor.objects.filter(team_id=obj.team_id).order_by("key")
+        return (
+            format_html_join(
+                mark_safe("<br>"), "<b>{}</b>: {}", ((a.key, a.value) for a in anchors)
+            )
+            or "—"
+        )
+
+    @admin.display(description="latest messages")
+    def recent_messages(self, obj):
+        if obj.pk is None:
+            return "—"
+        latest = Message.objects.filter(author=obj).order_by("-id")[:5]
+        return (
+            format_html_join(
+                mark_safe("<br>"), "[{}] {}", ((m.kind, m.content[:200]) for m in latest)
+            )
+            or "—"
+        )
+
+
+class AnchorRevisionInline(HistoryInline):
+    model = AnchorRevision
+    fields = ("value", "changed_by", "created_at")
+
+
+@admin.register(Anchor)
+class AnchorAdmin(TeamScopedAdmin):
+    list_display = ("key", "team", "value", "updated_by", "updated_at")
+    list_filter = ("team",)
+    search_fields = ("key", "value")
+    list_select_related = ("team",)
+    inlines = (AnchorRevisionInline,)
+
+    def get_readonly_fields(self, request, obj=None):
+        # A key names the fact; changing it would start another anchor's history.
+        return ("team", "key") if obj is not None else ()
+
+    def save_model(self, request, obj, form, change):
+        saved = anchor_save_from(request, obj)
+        obj.pk, obj.updated_by = saved.pk, saved.updated_by
+
+    def delete_model(self, request, obj):
+        delete_row(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for anchor in queryset.select_related("team"):
+            delete_row(request, anchor)
+
+
+@admin.register(PMRequest)
+class PMRequestAdmin(TeamScopedAdmin):
+    list_display = ("id", "team", "agent", "status", "question", "created_at", "answered_at")
+    list_filter = ("status", "team")
+    search_fields = ("question", "answer")
+    list_select_related = ("team", "agent")
+    form = PMRequestAnswerForm
+    readonly_fields = ("team", "agent", "turn", "question", "status", "answered_by", "answered_at")
+    fields = ("team", "agent", "question", "status", "answer", "answered_by", "answered_at")
+
+    def has_add_permission(self, request):
+        return False
+
+    def get_fields(self, request, obj=None):
+        if obj is not None and obj.status == PMRequest.Status.OPEN:
+            return (*self.fields, "pin_as")
+        return self.fields
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None and obj.status != PMRequest.Status.OPEN:
+            return (*self.readonly_fields, "answer")
+        return self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        try:
+            pm_requests.pm_request_answer(
+                request_id=obj.pk,
+                answer=form.cleaned_data["answer"],
+                user=request.user,
+                pin_as=form.cleaned_data.get("pin_as", ""),
+            )
+        except LoomError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+        else:
+            self.message_user(request, f"Answer sent; team {obj.team.slug} resumes.")
+        obj.refresh_from_db()

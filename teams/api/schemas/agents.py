@@ -1,0 +1,99 @@
+"""An agent's fields, what it would see on its turn, and its drift."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from teams.api.schemas.common import FromRow, In
+from teams.event_payloads import QueryOut
+from teams.models import (
+    AGENT_NAME_PATTERN,
+    HUMAN_TEXT_LIMIT,
+    AgentRole,
+)
+
+
+class AgentIn(In):
+    name: str = Field(pattern=AGENT_NAME_PATTERN, description="Letters, digits, - and _.")
+    role: AgentRole
+    model: str = Field("", max_length=100, description="Empty: the default model.")
+    role_prompt: str = Field("", max_length=HUMAN_TEXT_LIMIT)
+    position: int | None = Field(None, ge=0, le=10_000, description="Order in the rotation.")
+
+
+class AgentPatch(In):
+    """Only the fields given change."""
+
+    name: str = Field(None, pattern=AGENT_NAME_PATTERN)
+    role: AgentRole = None
+    model: str = Field(None, max_length=100)
+    role_prompt: str = Field(None, max_length=HUMAN_TEXT_LIMIT)
+    position: int = Field(None, ge=0, le=10_000)
+    context_budget_tokens: int = Field(None, ge=1_000, le=10_000_000)
+
+
+class AgentOut(FromRow):
+    name: str
+    role: str
+    model: str
+    effective_model: str
+    role_prompt: str
+    position: int
+    context_budget_tokens: int
+    turns: int
+    drift_score: int
+    trajectory: str
+    tactic: str
+    action: str
+    created_at: datetime
+
+
+class ContextMessageOut(BaseModel):
+    id: int
+    kind: str
+    speaker: str
+    to_you: bool = Field(description="In this agent's inbox (a peer message, query, answer).")
+    query: str | None = Field(description="The query ID of a query or answer.")
+    phase: str
+    content: str
+    created_at: datetime
+
+
+class ContextOut(BaseModel):
+    """What the agent would see on its turn, for a program driving it."""
+
+    agent: str
+    role: str
+    team: str
+    goal: str
+    status: str
+    phase: str
+    anchors: dict[str, str]
+    open_queries: list[QueryOut] = Field(description="Open questions sent to this agent.")
+    messages: list[ContextMessageOut]
+    next_after: int
+    has_more: bool
+
+
+class DriftTurnOut(BaseModel):
+    number: int
+    drift_score: int
+    finished_at: datetime | None
+
+
+class DriftOut(BaseModel):
+    agent: str
+    score: int = Field(description="0-100, higher is better: 70+ healthy, under 40 lost.")
+    meaning: str = Field(description="What the score says, in words.")
+    trajectory: str
+    tactic: str
+    action: str
+    chain_breaks: list[str]
+    recommendation: str
+    context_updates: int
+    files_touched: list[str]
+    violations: int = Field(description="Tool calls its role or phase did not allow.")
+    report: str = Field(description="The drift report, as the agent reads it.")
+    turns: list[DriftTurnOut] = Field(description="The score after each of its turns.")

@@ -1,0 +1,116 @@
+"""A team's fields, its copy (run again), and its agents inline."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from teams import lifecycle
+from teams.api.schemas.agents import AgentIn, AgentOut
+from teams.api.schemas.common import In
+from teams.models import (
+    HUMAN_TEXT_LIMIT,
+    MAX_PHASES,
+    PHASE_NAME_MAX,
+    PLAN_LIMIT,
+    Team,
+    team_slug_validator,
+)
+
+# The slug rule is the model's (one definition: teams.models.team_slug_validator).
+SLUG_PATTERN = team_slug_validator.regex.pattern
+SLUG_MAX = Team._meta.get_field("slug").max_length
+NAME_MAX = Team._meta.get_field("name").max_length
+PhaseName = Annotated[str, Field(min_length=1, max_length=PHASE_NAME_MAX)]
+PHASES_HELP = f"Phase names in order, each at most {PHASE_NAME_MAX} characters."
+PLAN_HELP = "Markdown; its '## Plan' section is what agents see when they think back."
+
+
+class TeamIn(In):
+    slug: str = Field(
+        max_length=SLUG_MAX,
+        pattern=SLUG_PATTERN,
+        description="Lowercase letters, digits and dashes.",
+    )
+    name: str = Field("", max_length=NAME_MAX)
+    goal: str = Field("", max_length=HUMAN_TEXT_LIMIT)
+    plan: str = Field("", max_length=PLAN_LIMIT, description=PLAN_HELP)
+    phases: list[PhaseName] | None = Field(
+        None, min_length=1, max_length=MAX_PHASES, description=PHASES_HELP
+    )
+    workspace: str = Field("", max_length=500)
+    max_turns: int = Field(200, ge=1, le=1_000_000, description="Turn budget.")
+    max_cost_usd: Decimal = Field(Decimal("5"), ge=0, max_digits=10, decimal_places=4)
+    agents: list[AgentIn] = Field([], max_length=50)
+
+
+class TeamPatch(In):
+    """Only the fields given change; status, phase, turns and spend are the engine's."""
+
+    slug: str = Field(None, max_length=SLUG_MAX, pattern=SLUG_PATTERN)
+    name: str = Field(None, max_length=NAME_MAX)
+    goal: str = Field(None, max_length=HUMAN_TEXT_LIMIT)
+    plan: str = Field(None, max_length=PLAN_LIMIT, description=PLAN_HELP)
+    phases: list[PhaseName] = Field(
+        None, min_length=1, max_length=MAX_PHASES, description=PHASES_HELP
+    )
+    workspace: str = Field(None, max_length=500)
+    max_turns: int = Field(None, ge=1, le=1_000_000)
+    max_cost_usd: Decimal = Field(None, ge=0, max_digits=10, decimal_places=4)
+
+
+class TeamCloneIn(In):
+    """Run a team again: a fresh idle copy (agents, anchors, plan, workspace files)."""
+
+    slug: str | None = Field(
+        None,
+        max_length=SLUG_MAX,
+        pattern=SLUG_PATTERN,
+        description="The copy's slug; not given: the source's slug with -2, -3...",
+    )
+    name: str | None = Field(None, max_length=NAME_MAX, description="Not given: the source's name.")
+
+
+class TeamOut(BaseModel):
+    slug: str
+    name: str
+    goal: str
+    plan: str
+    phases: list[str]
+    phase: str
+    phase_index: int
+    status: str
+    actions: list[str] = Field(description="What a PM may do now: start, pause, resume.")
+    workspace: str
+    max_turns: int
+    turn_count: int
+    max_cost_usd: str
+    spent_usd: str
+    agents: list[AgentOut]
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, team: Team) -> TeamOut:
+        return cls(
+            slug=team.slug,
+            name=team.name,
+            goal=team.goal,
+            plan=team.plan,
+            phases=team.phases,
+            phase=team.phase,
+            phase_index=team.phase_index,
+            status=team.status,
+            actions=lifecycle.pm_actions(team.status),
+            workspace=team.workspace,
+            max_turns=team.max_turns,
+            turn_count=team.turn_count,
+            max_cost_usd=f"{team.max_cost_usd:.4f}",
+            spent_usd=f"{team.spent_usd:.6f}",
+            agents=[AgentOut.model_validate(a) for a in team.agents.all()],
+            created_at=team.created_at,
+            updated_at=team.updated_at,
+        )

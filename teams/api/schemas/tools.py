@@ -1,0 +1,24 @@
+"""The agents' tools, and a tool call's result."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class ToolOut(BaseModel):
+    name: str
+    description: str
+    input_schema: dict = Field(description="The Anthropic tool definition's input schema.")
+    roles: list[str] | None = Field(description="The roles that have it; null: every role.")
+    phases: list[str] | None = Field(description="The phases it is offered in; null: all.")
+
+
+class TurnEndOut(BaseModel):
+    kind: str = Field(description="How it ends the agent's turn: pass, pm_request, ...")
+    reason: str
+
+
+class ToolCallOut(BaseModel):
+    result: str
+    is_error: bool
+    outcome: TurnEndOut | None = Field(description="Set when the tool ends the agent's turn.")

@@ -1,0 +1,1 @@
+"""The browser sockets (consumers), their routes, and the per-user socket slots."""

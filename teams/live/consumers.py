@@ -1,0 +1,267 @@
+"""The two live sockets: a team's (its live view) and the PM inbox's.
+
+The sockets' handlers are derived from teams.events: every event declared for an
+audience gets a handler on that audience's consumer, so none can be forgotten."""
+
+import asyncio
+import logging
+import re
+import time
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from teams import events, selectors
+from teams.access import Caller, caller_for_scope, caller_refreshed
+from teams.errors import NotFound
+from teams.event_payloads import MessageOut, PMRequestOut, QueryOut
+from teams.events import Audience
+from teams.live.slots import SOCKET_LEASE_SECONDS, socket_slots
+from teams.models import Team
+
+log = logging.getLogger("loom.consumers")
+
+# How stale a socket's view of its user's rights may get: a PM removed from a
+# team, demoted or deactivated stops receiving within this many seconds.
+ACCESS_RECHECK_SECONDS = 5.0
+
+# Close codes of the live sockets (docs/api.md, "Live events"); the pages stop
+# reconnecting on each of them and say why.
+CLOSE_ACCESS_REFUSED = 4403  # may not see this (any more), or not logged in
+CLOSE_CLIENT_SENT = 4400  # the socket only speaks: a client must not send anything
+CLOSE_TOO_MANY_SOCKETS = 4429  # the user has MAX_SOCKETS_PER_USER live sockets open
+
+# Live sockets one user may hold open at once, both routes together.
+MAX_SOCKETS_PER_USER = 20
+# What a socket is sent on connect to catch up: at most this many of the newest
+# missed messages and this many characters of their content; the connect
+# `team.status` says how many older ones were left out (`catch_up_omitted`).
+CATCH_UP_MAX_MESSAGES = 200
+CATCH_UP_MAX_CHARS = 256 * 1024
+
+
+def serves(audience: Audience):
+    """Give the consumer a handler for every event declared for `audience`."""
+
+    def decorate(cls):
+        for event in events.for_audience(audience):
+            setattr(cls, events.handler_name(event.name), cls.forward_event)
+        cls.audience = audience
+        return cls
+
+    return decorate
+
+
+class LiveConsumer(AsyncJsonWebsocketConsumer):
+    """A server-to-browser stream that re-reads the user's visible teams now and
+    then, not only at connect, and holds one of its user's socket slots."""
+
+    audience = Audience.NONE
+    checked_at = 0.0
+    team_ids: set[int] = frozenset()
+    caller: Caller | None = None
+    slot_user_id: int | None = None
+    renewer: asyncio.Task | None = None
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:  # however the socket ends, cancelled included
+            await self.release_slot()
+
+    async def websocket_receive(self, message):
+        """These sockets only speak. The first frame a client sends, text or bytes,
+        closes the socket (CLOSE_CLIENT_SENT) and ends the consumer: nothing is
+        decoded, and nothing the client sends after it is read."""
+        await self.close(code=CLOSE_CLIENT_SENT)
+        await self.websocket_disconnect({"code": CLOSE_CLIENT_SENT})  # raises StopConsumer
+
+    async def take_slot(self) -> bool:
+        """One of the user's MAX_SOCKETS_PER_USER slots, or False when all are taken."""
+        slots = socket_slots(self.channel_layer)
+        user_id = str(self.caller)
+        if not await slots.take(user_id, self.channel_name, MAX_SOCKETS_PER_USER):
+            return False
+        self.slot_user_id = user_id
+        self.renewer = asyncio.ensure_future(self._renew_slot(slots))
+        return True
+
+    async def _renew_slot(self, slots):
+        while True:
+            await asyncio.sleep(SOCKET_LEASE_SECONDS / 3)
+            try:
+                await slots.renew(self.slot_user_id, self.channel_name)
+            except Exception as exc:  # a channel layer blip: try again next time
+                log.warning("Could not renew a socket slot: %s", exc)
+
+    async def release_slot(self):
+        if self.renewer is not None:
+            self.renewer.cancel()
+            self.renewer = None
+        if self.slot_user_id is not None:
+            user_id, self.slot_user_id = self.slot_user_id, None
+            try:
+                await socket_slots(self.channel_layer).release(user_id, self.channel_name)
+            except Exception as exc:  # the lease runs out on its own
+                log.warning("Could not release a socket slot: %s", exc)
+
+    async def refuse(self, code: int):
+        """Refuse with a close code the page can act on: accepted first, since a close
+        before accepting reaches the browser as a failed handshake (1006), and the page
+        would keep retrying."""
+        await self.accept()
+        await self.close(code=code)
+
+    async def refresh_access(self, *, force: bool = False) -> set[int] | None:
+        now = time.monotonic()
+        if force or now - self.checked_at >= ACCESS_RECHECK_SECONDS:
+            self.checked_at = now
+            ids = await database_sync_to_async(_visible_team_ids)(self.caller)
+            self.team_ids = ids or set()
+            return ids
+        return self.team_ids
+
+    async def forward_event(self, message):
+        """A declared event from the channel layer, passed on if the user may see it."""
+        event = events.declared(message["type"])
+        wire = {"event": event.name, **{k: v for k, v in message.items() if k != "type"}}
+        if await self.may_see(event, wire):
+            await self.send_json(wire)
+
+    async def may_see(self, event, wire) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@serves(Audience.TEAM)
+class TeamConsumer(LiveConsumer):
+    """Streams one team's events to a user who may see that team."""
+
+    async def connect(self):
+        slug = self.scope["url_route"]["kwargs"]["slug"]
+        self.caller = await database_sync_to_async(caller_for_scope)(self.scope)
+        self.team = None
+        if self.caller is not None:
+            self.team = await database_sync_to_async(_team_of)(self.caller, slug)
+        if self.team is None:
+            await self.refuse(CLOSE_ACCESS_REFUSED)
+            return
+        if not await self.take_slot():
+            await self.refuse(CLOSE_TOO_MANY_SOCKETS)
+            return
+        self.team_ids, self.checked_at = {self.team.id}, time.monotonic()
+        self.group = events.team_group(self.team.id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        # Catch up on what happened between rendering the page (or losing the
+        # connection) and joining the group; the page drops duplicates by id.
+        for wire in await database_sync_to_async(team_catch_up)(
+            self.team.id, _after_id(self.scope)
+        ):
+            await self.send_json(wire)
+
+    async def disconnect(self, code):
+        if getattr(self, "group", None):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def may_see(self, event, wire) -> bool:
+        visible = await self.refresh_access()
+        if visible is None or self.team.id not in visible:  # demoted, removed, deactivated
+            await self.close(code=CLOSE_ACCESS_REFUSED)
+            return False
+        return True
+
+
+@serves(Audience.INBOX)
+class PMInboxConsumer(LiveConsumer):
+    """Open PM requests appearing and leaving, for the teams this user may see."""
+
+    async def connect(self):
+        self.caller = await database_sync_to_async(caller_for_scope)(self.scope)
+        if await self.refresh_access(force=True) is None:
+            await self.refuse(CLOSE_ACCESS_REFUSED)
+            return
+        if not await self.take_slot():
+            await self.refuse(CLOSE_TOO_MANY_SOCKETS)
+            return
+        await self.channel_layer.group_add(events.INBOX_GROUP, self.channel_name)
+        await self.accept()
+        # The open requests as of now, so the page can settle anything it missed.
+        requests = await database_sync_to_async(_open_requests)(self.caller)
+        await self.send_json(events.PMRequestOpenList(requests=requests).wire())
+
+    async def disconnect(self, code):
+        await self.channel_layer.group_discard(events.INBOX_GROUP, self.channel_name)
+
+    async def may_see(self, event, wire) -> bool:
+        team_id = event.team_of(wire)
+        # A team given since the last check shows at once; one taken away
+        # stops showing at the next periodic check.
+        visible = await self.refresh_access(force=team_id not in self.team_ids)
+        if visible is None:
+            await self.close(code=CLOSE_ACCESS_REFUSED)
+            return False
+        return team_id in visible
+
+
+def _visible_team_ids(caller: Caller | None) -> set[int] | None:
+    """None when the caller may not use the live sockets at all (any more)."""
+    if caller is None:
+        return None
+    # Fresh from the database: the scope's user or token is as it was at connect.
+    caller = caller_refreshed(caller)
+    if caller is None:
+        return None
+    return set(caller.teams().values_list("id", flat=True))
+
+
+def _team_of(caller: Caller, slug: str) -> Team | None:
+    try:
+        return caller.team(slug)
+    except NotFound:
+        return None
+
+
+def _after_id(scope) -> int:
+    value = parse_qs(scope.get("query_string", b"").decode()).get("after", ["0"])[0]
+    # ASCII digits only, and few: "²".isdigit() is true and int() of 5,000 digits raises.
+    return int(value) if re.fullmatch(r"[0-9]{1,18}", value) else 0
+
+
+# The event a query's latest hop stands for, to replay on connect.
+QUERY_EVENT_BY_HOP = {
+    "ask": events.QueryAsked,
+    "forward": events.QueryForwarded,
+    "answer": events.QueryAnswered,
+    "expire": events.QueryExpired,
+}
+
+
+def team_catch_up(team_id: int, after_id: int) -> list[dict]:
+    """What a page may have missed, as wire dicts: the newest messages after
+    `after_id` (within CATCH_UP_MAX_MESSAGES and CATCH_UP_MAX_CHARS), the latest
+    questions between agents as they stand now, then the team's status with its
+    open PM request and how many missed messages were left out."""
+    team = Team.objects.get(pk=team_id)
+    messages, omitted = selectors.team_messages_after_bounded(
+        team=team,
+        after_id=after_id,
+        max_messages=CATCH_UP_MAX_MESSAGES,
+        max_chars=CATCH_UP_MAX_CHARS,
+    )
+    missed = [events.MessageCreated(message=MessageOut.of(m)) for m in messages]
+    queries = [
+        QUERY_EVENT_BY_HOP.get(q.hops[-1].get("kind") if q.hops else "", events.QueryAsked)(
+            query=QueryOut.of(q)
+        )
+        for q in reversed(selectors.team_recent_queries(team=team))
+    ]
+    request = selectors.team_open_pm_request(team=team)
+    status = events.TeamStatusChanged.of(team)
+    status.pm_request = PMRequestOut.of(request) if request else None
+    status.catch_up_omitted = omitted
+    return [event.wire() for event in [*missed, *queries, status]]
+
+
+def _open_requests(caller: Caller) -> list[PMRequestOut]:
+    return [PMRequestOut.of(r) for r in selectors.open_pm_requests_in(teams=caller.teams())]

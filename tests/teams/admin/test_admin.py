@@ -1,0 +1,419 @@
+import re
+
+import pytest
+from django.contrib import admin
+from django.urls import reverse
+
+from teams import pm_requests, questions, services, webhooks, workspace
+from teams.models import (
+    ApiToken,
+    ConsultantProfile,
+    Keeper,
+    KeeperEntry,
+    Message,
+    ModelPrice,
+    Team,
+    TurnStep,
+    WorkspaceFile,
+)
+from tests.helpers import make_consultation, make_turn
+
+
+def one_of_each(team) -> dict:
+    """One row of every teams-app model for `team` (which has a coach and a coder),
+    by model; its texts name the team. The consultant profile is shared."""
+    coach = team.agents.get(name="coach")
+    message = services.message_add(team=team, content=f"<b>hello</b> {team.slug}", author=coach)
+    anchor = services.anchor_save(team=team, key="lang", value=f"Python for {team.slug}")
+    pm_request = pm_requests.pm_request_open(team=team, question=f"Scope {team.slug}?", agent=coach)
+    query = questions.ask(team=team, question=f"Why {team.slug}?", origin=coach, target="coder")
+    turn = make_turn(coach, status="done", input_tokens=10)
+    step = TurnStep.objects.create(turn=turn, index=0, kind="model", content=[{"type": "text"}])
+    keeper = Keeper.objects.create(team=team, agent=coach, topic=f"auth {team.slug}")
+    entry = KeeperEntry.objects.create(
+        keeper=keeper, message=message, position=0, role="coach", content=f"x {team.slug}"
+    )
+    profile, _ = ConsultantProfile.objects.get_or_create(name="critic", model="claude-haiku-4-5")
+    price, _ = ModelPrice.objects.get_or_create(
+        model="claude-sonnet",
+        defaults={"input_usd": 3, "output_usd": 15, "cache_write_usd": 3.75, "cache_read_usd": 0.3},
+    )
+    consultation = make_consultation(coach, profile=profile, prompt=f"Check {team.slug}")
+    token, _ = services.api_token_create(team=team, label=f"ci-{team.slug}")
+    workspace.file_write(
+        team=team,
+        agent=team.agents.get(name="coder"),
+        turn=turn,
+        path=f"notes-{team.slug}.md",
+        content=f"<b>notes</b> of {team.slug}\n",
+        writes_this_turn=0,
+    )
+    file = WorkspaceFile.objects.get(team=team)
+    webhook, _ = webhooks.webhook_create(
+        team=team, url=f"https://hooks.example.test/{team.slug}", events=["team.done"]
+    )
+    (delivery,) = webhooks.webhooks_notify(team=team, event="team.done", payload={"n": 1})
+    rows = [team, coach, message, anchor, pm_request, query, turn, step, keeper, entry]
+    rows += [profile, consultation, token, anchor.revisions.first(), file, webhook, delivery]
+    rows += [price]
+    return {type(row): row for row in rows}
+
+
+@pytest.fixture
+def populated(team, agents):
+    one_of_each(team)
+    return team
+
+
+def test_every_changelist_and_change_page_renders(admin_client, populated):
+    models = [m for m in admin.site._registry if m._meta.app_label == "teams"]
+    assert len(models) == 18
+    for model in models:
+        opts = model._meta
+        changelist = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+        response = admin_client.get(changelist)
+        assert response.status_code == 200, changelist
+        obj = model.objects.first()
+        assert obj is not None, opts.model_name
+        change = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+        response = admin_client.get(change)
+        assert response.status_code == 200, change
+
+
+def test_history_rows_are_read_only(admin_client, populated):
+    message = Message.objects.first()
+    url = reverse("admin:teams_message_change", args=[message.pk])
+    response = admin_client.post(url, {"content": "rewritten"})
+    assert response.status_code == 403
+    message.refresh_from_db()
+    assert message.content == "<b>hello</b> alpha"
+    assert admin_client.get(reverse("admin:teams_message_add")).status_code == 403
+
+
+def test_a_workspace_files_page_shows_it_escaped_or_that_it_is_binary(admin_client, populated):
+    file = WorkspaceFile.objects.get()
+    url = reverse("admin:teams_workspacefile_change", args=[file.pk])
+    page = admin_client.get(url).content.decode()
+    assert "&lt;b&gt;notes&lt;/b&gt; of alpha" in page and "<b>notes</b>" not in page
+    assert '<pre class="workspace-file"' in page
+    (workspace.workspace_root(populated) / file.path).write_bytes(b"\x00\x01\x02")
+    assert "binary, 3 bytes" in admin_client.get(url).content.decode()
+    (workspace.workspace_root(populated) / file.path).unlink()
+    page = admin_client.get(url).content.decode()
+    assert "Not readable now: No file &#x27;notes-alpha.md&#x27; in the workspace." in page
+    changelist = admin_client.get(reverse("admin:teams_workspacefile_changelist")).content
+    assert b"notes-alpha.md" in changelist
+    assert admin_client.post(url, {"path": "x"}).status_code == 403
+    delete = reverse("admin:teams_workspacefile_delete", args=[file.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+
+
+def test_agent_output_is_escaped_in_admin(admin_client, populated):
+    response = admin_client.get(reverse("admin:teams_message_changelist"))
+    assert b"&lt;b&gt;hello&lt;/b&gt;" in response.content
+    assert b"<b>hello</b>" not in response.content
+
+
+def test_admin_tokens_bind_to_an_agent_of_their_team_and_are_revoked(
+    admin_client, team, other_team
+):
+    coder = team.agents.get(name="coder")
+    response = admin_client.post(
+        reverse("admin:teams_apitoken_add"), {"team": other_team.pk, "agent": coder.pk, "name": "x"}
+    )
+    assert (
+        response.status_code == 200
+        and "Agent coder is not in team beta." in response.content.decode()
+    )
+    assert not ApiToken.objects.exists()
+    admin_client.post(reverse("admin:teams_apitoken_add"), {"team": team.pk, "agent": coder.pk})
+    token = ApiToken.objects.get()
+    assert token.agent == coder
+    admin_client.post(
+        reverse("admin:teams_apitoken_changelist"),
+        {"action": "revoke", "_selected_action": [token.pk]},
+    )
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+
+
+def test_add_api_token_in_admin_shows_key_once_and_never_in_a_cookie(admin_client, team):
+    """Bug: the raw key went into a message, i.e. the signed but readable cookie."""
+    response = admin_client.post(
+        reverse("admin:teams_apitoken_add"), {"team": team.pk, "name": "bot"}
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    raw_key = re.search(r'<code id="api-token-key"[^>]*>(loom_[A-Za-z0-9_-]+)</code>', page)[1]
+    assert "Copy it now" in page and reverse("admin:teams_apitoken_changelist") in page
+    assert "no-store" in response["Cache-Control"]
+    token = team.api_tokens.get(name="bot")
+    assert token.key_hash == ApiToken.hash_key(raw_key) and token.prefix == raw_key[:12]
+    assert raw_key not in str(ApiToken.objects.filter(pk=token.pk).values().get())
+    for cookie in [*response.cookies.values(), *admin_client.cookies.values()]:
+        assert raw_key not in cookie.value
+    assert raw_key not in str(dict(admin_client.session))
+    assert list(response.context["messages"]) == []
+    listing = admin_client.get(reverse("admin:teams_apitoken_changelist")).content.decode()
+    assert raw_key not in listing and token.prefix in listing  # shown once, only then
+
+
+def test_admin_add_duplicate_agent_is_a_form_error(admin_client, team):
+    response = admin_client.post(
+        reverse("admin:teams_agent_add"),
+        {
+            "team": team.pk,
+            "name": "coder",
+            "role": "coder",
+            "position": 9,
+            "context_budget_tokens": 1000,
+        },
+    )
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors
+    assert team.agents.filter(name="coder").count() == 1
+
+
+def test_admin_start_pause_resume_actions(admin_client, team):
+    url = reverse("admin:teams_team_changelist")
+    admin_client.post(url, {"action": "start_teams", "_selected_action": [team.pk]})
+    team.refresh_from_db()
+    assert team.status == "running"
+    response = admin_client.post(
+        url, {"action": "start_teams", "_selected_action": [team.pk]}, follow=True
+    )
+    assert "already running" in response.content.decode()
+    admin_client.post(url, {"action": "pause_teams", "_selected_action": [team.pk]})
+    team.refresh_from_db()
+    assert team.status == "paused"
+    admin_client.post(url, {"action": "resume_teams", "_selected_action": [team.pk]})
+    team.refresh_from_db()
+    assert team.status == "running"
+
+
+def test_admin_actions_say_what_really_happened(admin_client, team):
+    """A team with no agents is not started ("Empty: started." was shown for a team
+    that had paused at once); one out of budget says it paused and why."""
+    url = reverse("admin:teams_team_changelist")
+    empty = services.team_create(slug="empty", agents=[])
+    response = admin_client.post(
+        url, {"action": "start_teams", "_selected_action": [empty.pk]}, follow=True
+    )
+    page = response.content.decode()
+    assert "Team &#x27;empty&#x27; has no agents: add some, then start it." in page
+    assert "started" not in page.split('class="messagelist"')[1].split("</ul>")[0]
+    empty.refresh_from_db()
+    assert empty.status == "idle"
+
+    Team.objects.filter(pk=team.pk).update(max_turns=3, turn_count=3)
+    response = admin_client.post(
+        url, {"action": "start_teams", "_selected_action": [team.pk]}, follow=True
+    )
+    assert (
+        "Team &#x27;alpha&#x27; started, but it is paused now: Turn budget reached (3 of 3 turns)."
+        in response.content.decode()
+    )
+    team.refresh_from_db()
+    assert team.status == "paused"
+
+
+def test_admin_answers_pm_request_once(admin_client, team, agents):
+    from teams import pm_requests, team_actions
+    from teams.models import PMRequest
+
+    team_actions.team_start(team=team)
+    request = pm_requests.pm_request_open(
+        team=team, agent=agents["coach"], question="Scope?", turn=None
+    )
+    url = reverse("admin:teams_pmrequest_change", args=[request.pk])
+    response = admin_client.post(url, {"answer": ""})
+    assert response.status_code == 200 and response.context["adminform"].form.errors
+    admin_client.post(url, {"answer": "Keep it small."})
+    request.refresh_from_db()
+    assert request.status == "answered" and request.answered_by.username == "admin"
+    assert Message.objects.filter(kind="pm", content="Keep it small.").count() == 1
+    response = admin_client.post(url, {"answer": "Again"})
+    assert Message.objects.filter(kind="pm").count() == 1
+    assert PMRequest.objects.get(pk=request.pk).answer == "Keep it small."
+
+
+def test_query_change_page_shows_the_hop_chain(admin_client, team, agents):
+    from teams import questions
+
+    query = questions.ask(team=team, origin=agents["coach"], question="Q?", target="coder")
+    questions.forward(
+        team=team,
+        key=query.key,
+        forwarder=agents["coder"],
+        target="reviewer",
+        enrichment="<i>half</i>",
+    )
+    questions.answer(team=team, key=query.key, answerer=agents["reviewer"], text="Done")
+    page = admin_client.get(reverse("admin:teams_query_change", args=[query.pk])).content.decode()
+    assert "1. coach asked coder" in page
+    assert "2. coder forwarded to reviewer: &lt;i&gt;half&lt;/i&gt;" in page
+    assert "3. reviewer answered" in page
+
+
+def test_team_admin_links_to_live_view_and_shows_totals(admin_client, team, agents):
+    from teams.models import Team
+
+    make_turn(
+        agents["coach"], status="done", input_tokens=1200, output_tokens=300, cost_usd="0.0081"
+    )
+    Team.objects.filter(pk=team.pk).update(spent_usd="0.0081")
+    page = admin_client.get(reverse("admin:teams_team_change", args=[team.pk])).content.decode()
+    assert 'href="/teams/alpha/"' in page
+    assert "input 1,200 · output 300" in page and "$0.0081" in page
+    assert (
+        'href="/teams/alpha/"'
+        in admin_client.get(reverse("admin:teams_team_changelist")).content.decode()
+    )
+
+
+def test_agent_console_shows_drift_report_and_chart(admin_client, team, agents):
+
+    coach = agents["coach"]
+    coach.trajectory = "Ship <b>v1</b>"
+    coach.save()
+    services.anchor_save(team=team, key="lang", value="<i>Python</i>")
+    for n, score in enumerate([90, 70, 40], start=1):
+        make_turn(coach, status="done", number=n, input_tokens=100 * n, drift_score=score)
+    page = admin_client.get(reverse("admin:teams_agent_change", args=[coach.pk])).content.decode()
+    assert "=== DRIFT REPORT ===" in page and "Original: Ship &lt;b&gt;v1&lt;/b&gt;" in page
+    assert "<svg" in page and page.count('class="bar"') == 3 and "<polyline" in page
+    assert "&lt;i&gt;Python&lt;/i&gt;" in page
+    # The score with what it means, the hierarchy, the chain breaks and the advice.
+    assert '<strong class="drift-score" style="font-size:1.4em">100</strong>' in page
+    assert '<strong class="drift-meaning">on track</strong>' in page
+    assert "<dt>trajectory</dt><dd>Ship &lt;b&gt;v1&lt;/b&gt;</dd>" in page
+    assert "<dt>tactic</dt><dd>(not set)</dd><dt>action</dt><dd>(not set)</dd>" in page
+    assert "chain breaks: none" in page and "On track. Continue working." in page
+    # The chart's axes are labelled.
+    for label in (">turn</text>", ">drift score</text>", ">input tokens</text>"):
+        assert label in page
+    changelist = admin_client.get(reverse("admin:teams_agent_changelist")).content.decode()
+    assert "100 · on track" in changelist and "70 · on track" in changelist
+
+
+def test_every_add_page_renders_or_is_refused(admin_client, populated):
+    for model in [m for m in admin.site._registry if m._meta.app_label == "teams"]:
+        opts = model._meta
+        response = admin_client.get(reverse(f"admin:{opts.app_label}_{opts.model_name}_add"))
+        assert response.status_code in (200, 403), opts.model_name
+
+
+def test_admin_team_form_rejects_a_zero_turn_budget(admin_client, team):
+    response = admin_client.post(
+        reverse("admin:teams_team_add"),
+        {
+            "slug": "zero",
+            "name": "Zero",
+            "phases": '["one"]',
+            "phase_index": 0,
+            "status": "idle",
+            "max_turns": 0,
+            "max_cost_usd": "1",
+            "turn_count": 0,
+            "spent_usd": "0",
+            "agents-TOTAL_FORMS": 0,
+            "agents-INITIAL_FORMS": 0,
+            "anchors-TOTAL_FORMS": 0,
+            "anchors-INITIAL_FORMS": 0,
+        },
+    )
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors
+    from teams.models import Team
+
+    assert not Team.objects.filter(slug="zero").exists()
+
+
+def form_data(response) -> dict:
+    """What the browser would post back: the change form as it was rendered, inlines
+    included."""
+    data = {}
+    forms = [response.context["adminform"].form]
+    for inline in response.context["inline_admin_formsets"]:
+        formset = inline.formset
+        forms += list(formset.forms)
+        forms.append(formset.management_form)
+    for form in forms:
+        for name, field in form.fields.items():
+            value = form[name].value()
+            if value is None or value is False:
+                continue
+            if isinstance(value, list | tuple) and name != "phases":
+                data[form.add_prefix(name)] = [str(v) for v in value]
+            else:
+                data[form.add_prefix(name)] = (
+                    field.widget.format_value(value) if name == "phases" else value
+                )
+    return data
+
+
+def test_stale_team_form_never_writes_back_live_state(admin_client, team, agents):
+    """Bug: saving a team form opened before a pause (elsewhere) put the team back to
+    running, a phase back, and the counters back."""
+    from teams import team_actions
+    from teams.models import Team
+
+    team_actions.team_start(team=team)
+    team_actions.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
+    url = reverse("admin:teams_team_change", args=[team.pk])
+    stale = form_data(admin_client.get(url))  # the PM opens the page: running, planning
+
+    team_actions.team_pause(team=team)  # ...someone pauses the team elsewhere
+    Team.objects.filter(pk=team.pk).update(turn_count=7, spent_usd="0.1234")
+    team_actions.phase_complete(team=team, agent=agents["coach"], summary="Plan agreed.")
+
+    from teams.models import Agent
+
+    Agent.objects.filter(team=team).update(turns=3)
+    stale["max_turns"] = "300"  # the PM changed the turn budget and one agent's model
+    coder_form = next(k for k, v in stale.items() if k.endswith("-name") and v == "coder")
+    stale[coder_form.replace("-name", "-model")] = "loom-offline"
+    response = admin_client.post(url, stale)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    team.refresh_from_db()
+    assert team.max_turns == 300
+    assert team.status == "paused"
+    assert team.phase == "pre-code-review"
+    assert (team.turn_count, str(team.spent_usd)) == (7, "0.123400")
+    assert team.messages.filter(content__startswith="[Phase planning complete]").count() == 1
+    assert list(team.agents.values_list("turns", flat=True)) == [3, 3, 3, 3]
+    assert team.agents.get(name="coder").model == "loom-offline"
+
+
+def test_team_live_state_is_read_only_in_the_admin(admin_client, team):
+    page = admin_client.get(reverse("admin:teams_team_change", args=[team.pk])).content.decode()
+    for field in ("status", "phase_index", "turn_count", "spent_usd"):
+        assert f'name="{field}"' not in page, field
+    assert "Idle" in page  # shown, not editable
+
+
+def test_saving_an_agent_keeps_the_counters_that_moved_meanwhile(admin_client, team, agents):
+    from teams.models import Agent
+
+    coder = agents["coder"]
+    url = reverse("admin:teams_agent_change", args=[coder.pk])
+    stale = form_data(admin_client.get(url))
+    Agent.objects.filter(pk=coder.pk).update(turns=5, drift_score=55)  # turns finish meanwhile
+    stale["role_prompt"] = "Write small modules."
+    assert admin_client.post(url, stale).status_code == 302
+    coder.refresh_from_db()
+    assert coder.role_prompt == "Write small modules."
+    assert (coder.turns, coder.drift_score) == (5, 55)
+
+
+def test_an_anchor_edited_in_the_admin_keeps_its_history_and_author(admin_client, team):
+    from teams.models import Anchor
+
+    anchor = services.anchor_save(team=team, key="lang", value="Python", changed_by="coach")
+    url = reverse("admin:teams_anchor_change", args=[anchor.pk])
+    data = form_data(admin_client.get(url))
+    data["value"] = "Python 3.11"
+    assert admin_client.post(url, data).status_code == 302
+    anchor = Anchor.objects.get(pk=anchor.pk)
+    assert anchor.value == "Python 3.11" and anchor.updated_by == "pm (admin)"
+    assert [r.value for r in anchor.revisions.order_by("id")] == ["Python", "Python 3.11"]

@@ -1,0 +1,71 @@
+"""Every text a person or a program submits has a documented maximum
+(docs/pm-pages.md, "Limits"): at the limit it is accepted, one character over it is
+a 422 and nothing is stored."""
+
+import pytest
+
+from teams.models import HUMAN_TEXT_LIMIT, PLAN_LIMIT, Anchor, Message, PMRequest, Team
+
+
+def stored(team):
+    """What the refused requests must leave alone."""
+    team.refresh_from_db()
+    return (
+        team.name,
+        team.goal,
+        team.plan,
+        tuple(team.agents.values_list("role_prompt", "trajectory")),
+        tuple(Anchor.objects.filter(team=team).values_list("key", "value")),
+        Message.objects.filter(team=team).count(),
+        tuple(PMRequest.objects.filter(team=team).values_list("status", "answer")),
+    )
+
+
+# (method, path, field, limit, other fields of the body)
+LIMITS = [
+    ("post", "/teams/alpha/messages", "content", HUMAN_TEXT_LIMIT, {}),
+    ("post", "/teams/alpha/pm-requests/{request}/answer", "answer", HUMAN_TEXT_LIMIT, {}),
+    ("patch", "/teams/alpha", "goal", HUMAN_TEXT_LIMIT, {}),
+    ("patch", "/teams/alpha", "plan", PLAN_LIMIT, {}),
+    ("patch", "/teams/alpha", "name", 120, {}),
+    ("patch", "/teams/alpha/agents/coder", "role_prompt", HUMAN_TEXT_LIMIT, {}),
+    ("put", "/teams/alpha/anchors/db", "value", HUMAN_TEXT_LIMIT, {}),
+    ("post", "/teams/alpha/agents/bot/messages", "content", HUMAN_TEXT_LIMIT, {}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "field", "limit", "body"), LIMITS)
+def test_one_character_over_the_limit_is_a_422_and_nothing_is_stored(
+    api, furnished, team, method, path, field, limit, body
+):
+    from teams import services
+
+    services.agent_create(team=team, name="bot", role="external")
+    request = PMRequest.objects.get(team=team, status="open")
+    path = path.format(request=request.id)
+    before = stored(team)
+    over = getattr(api, method)(path, {**body, field: "x" * (limit + 1)})
+    assert over.status_code == 422, over.content
+    assert field in str(over.json()["detail"])
+    assert stored(team) == before
+    at = getattr(api, method)(path, {**body, field: "x" * limit})
+    assert at.status_code in (200, 201), at.content
+
+
+def test_the_pages_form_refuses_an_over_long_goal(admin_client, team):
+    from django.urls import reverse
+
+    url = reverse("admin:teams_team_change", args=[team.pk])
+    page = admin_client.get(url)
+    form = page.context["adminform"].form
+    data = {k: v for k, v in form.initial.items() if v is not None and k != "managers"}
+    data.update(goal="x" * (HUMAN_TEXT_LIMIT + 1), phases='["refinement"]')
+    formsets = {
+        f"{p}-{n}": 0 for p in ("agents", "anchors") for n in ("TOTAL_FORMS", "INITIAL_FORMS")
+    }
+    response = admin_client.post(url, {**data, **formsets})
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["goal"] == [
+        "At most 20000 characters are accepted here (this text has 20001)."
+    ]
+    assert Team.objects.get(pk=team.pk).goal == "Ship the parser."
