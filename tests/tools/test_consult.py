@@ -229,9 +229,10 @@ def test_a_missing_key_is_said_and_nothing_is_sent(ctx_for, openai_fake, monkeyp
     gpt_profile(server.url)
     monkeypatch.delenv("TEST_OPENAI_API_KEY")
     result = call(ctx_for("coder"), "ask_peer", peer="architect", prompt="Layering?")
+    consultation = Consultation.objects.get()
     assert result.text.startswith(
-        "## architect (gpt-4.1-mini), consultation 1\nError: Consultant architect cannot be "
-        "asked: the key variable TEST_OPENAI_API_KEY is not set"
+        f"## architect (gpt-4.1-mini), consultation {consultation.id}\nError: Consultant "
+        "architect cannot be asked: the key variable TEST_OPENAI_API_KEY is not set"
     )
     assert server.requests == []
     assert Consultation.objects.get().status == "failed"
