@@ -14,6 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from teams import charts, cloning, consultations, conversation, pm_requests, selectors, services
+from teams.drift import drift_report
 from teams.errors import LoomError
 from teams.lifecycle import TeamAction
 from teams.models import (
@@ -46,7 +47,6 @@ from teams.webhooks import (
     webhook_update,
 )
 from teams.workspace import file_read as workspace_file_read
-from tools.mesh import drift_report
 
 # --- who sees what --------------------------------------------------------------
 #

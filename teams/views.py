@@ -25,10 +25,10 @@ from teams import (
     workspace,
 )
 from teams.catalog import OFFLINE_MODEL
+from teams.drift import recommendation
 from teams.engine.providers import model_problem
 from teams.errors import LoomError
 from teams.models import BUDGET_CHOICES, HUMAN_TEXT_LIMIT, Agent, PMRequest
-from tools.mesh import recommendation
 
 NOT_SET = "(not set)"
 

@@ -21,11 +21,10 @@ from teams.api.schemas import (
     page_of,
     responses,
 )
-from teams.drift import chain_breaks, health, score
+from teams.drift import chain_breaks, drift_report, health, recommendation, score
 from teams.engine.prompts import history_queryset
 from teams.models import Agent, Anchor, Team, Turn
 from teams.schemas import MessageOut, QueryOut
-from tools.mesh import drift_report, recommendation
 
 router = Router(tags=["agents"])
 
