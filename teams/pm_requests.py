@@ -9,7 +9,7 @@ from teams import budgets, events, services, turns, webhooks
 from teams.errors import Conflict, InvalidInput, NotFound, integrity_as
 from teams.event_payloads import PMRequestOut
 from teams.lifecycle import TeamAction
-from teams.models import Agent, Message, PMRequest, Team, Turn, WebhookEvent
+from teams.models import Agent, Anchor, Message, PMRequest, Team, Turn, WebhookEvent
 
 
 @transaction.atomic
@@ -77,7 +77,14 @@ def pm_request_answer(
     pm_message_post(team=team, content=answer, user=user)
     if pin_as:
         label = changed_by or ("pm" if user is None else f"pm ({user.get_username()})")
-        services.anchor_save(team=team, key=pin_as, value=answer.strip(), changed_by=label)
+        services.anchor_save(
+            team=team,
+            key=pin_as,
+            value=answer.strip(),
+            changed_by=label,
+            source=Anchor.Source.PM_ANSWER,
+            phase=team.phase,
+        )
     events.publish(events.PMRequestAnswered(request=PMRequestOut.of(request)), team_id=team.id)
     if services.team_transition(team=team, action=TeamAction.PM_ANSWERED):
         turns.enqueue_next(team)

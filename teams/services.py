@@ -300,9 +300,18 @@ def agent_message_post(*, agent: Agent, content: str) -> Message:
     return message_add(team=agent.team, content=content.strip(), author=agent)
 
 
-def anchor_check(*, key: str, value: str, field: str | None = None) -> None:
+def anchor_check(
+    *,
+    key: str,
+    value: str,
+    field: str | None = None,
+    team: Team | None = None,
+    source: str = Anchor.Source.PM,
+) -> None:
     """Refuse an anchor that could not be saved (bad key, empty or oversized value);
-    `field` names the form field the key came from, when it is not "key"."""
+    `field` names the form field the key came from, when it is not "key". With
+    `team`, its limits apply too: an agent's value at most `team.anchor_value_limit`
+    characters, a new key only under `team.max_anchors`."""
     if not value or not value.strip():
         raise InvalidInput("An anchor needs a value.", field="value")
     text_check(value, field="value")
@@ -312,22 +321,66 @@ def anchor_check(*, key: str, value: str, field: str | None = None) -> None:
         if field and exc.field == "key":
             raise InvalidInput(exc.message, field=field) from None
         raise
+    if team is not None:
+        anchor_limits_check(team=team, key=key, value=value, source=source, field=field)
+
+
+def anchor_limits_check(
+    *, team: Team, key: str, value: str, source: str, field: str | None = None
+) -> None:
+    """The team's limits on anchors: an agent's value at most `anchor_value_limit`
+    characters (the PM's keep the human limit), a new key only while the team has
+    fewer than `max_anchors` (replacing a key is always allowed)."""
+    limit = team.anchor_value_limit
+    if source == Anchor.Source.AGENT and len(value) > limit:
+        raise InvalidInput(
+            f"An anchor an agent saves holds at most {limit:,} characters (the team's "
+            f"limit); this value has {len(value):,}. Pin the decision itself in a few "
+            "lines and keep the details in the conversation or a file.",
+            field="value",
+        )
+    anchors = Anchor.objects.filter(team=team)
+    if anchors.count() >= team.max_anchors and not anchors.filter(key=key).exists():
+        raise InvalidInput(
+            f"Team {team.slug!r} already has {team.max_anchors} anchors, its limit. Save "
+            "under an existing key to replace its value, or have the PM delete an anchor "
+            "or raise the team's limit (max anchors).",
+            field=field or "key",
+        )
 
 
 @transaction.atomic
-def anchor_save(*, team: Team, key: str, value: str, changed_by: str = "") -> Anchor:
-    """Create an anchor or replace its value, keeping the old value in its history."""
+def anchor_save(
+    *,
+    team: Team,
+    key: str,
+    value: str,
+    changed_by: str = "",
+    source: str = Anchor.Source.PM,
+    phase: str = "",
+) -> Anchor:
+    """Create an anchor or replace its value, keeping the old value in its history.
+    `source` and `phase` say who pinned it and when (the PM by default; an agent's
+    save_anchor, a PM answer pinned as an anchor); the team's limits apply
+    (anchor_check). The team row is locked for a new key, so two saves cannot both
+    take the last place."""
     key = (key or "").strip()
-    anchor_check(key=key, value=value)
+    anchor_check(key=key, value=value, source=source)
     anchor = Anchor.objects.select_for_update().filter(team=team, key=key).first()
     if anchor is None:
-        anchor = Anchor(team=team, key=key, value=value, updated_by=changed_by)
+        team = team_lock(team)
+        anchor_limits_check(team=team, key=key, value=value, source=source)
+        anchor = Anchor(
+            team=team, key=key, value=value, updated_by=changed_by, source=source, phase=phase
+        )
         with integrity_as(Conflict(f"Anchor {key!r} was saved concurrently; try again.")):
             anchor.save()
-    elif anchor.value != value:
-        anchor.value = value
-        anchor.updated_by = changed_by
-        anchor.save(update_fields=["value", "updated_by", "updated_at"])
+    else:
+        anchor_limits_check(team=team, key=key, value=value, source=source)
+        if anchor.value != value:  # the same value keeps who pinned it first
+            anchor.value, anchor.updated_by = value, changed_by
+            anchor.source, anchor.phase = source, phase
+            anchor.save(update_fields=["value", "updated_by", "source", "phase", "updated_at"])
     AnchorRevision.objects.create(
         team=team, key=key, anchor=anchor, value=value, changed_by=changed_by
     )
@@ -336,7 +389,8 @@ def anchor_save(*, team: Team, key: str, value: str, changed_by: str = "") -> An
 
 @transaction.atomic
 def anchor_delete(*, team: Team, key: str, changed_by: str = "") -> None:
-    """Unpin an anchor; its history stays, ending with the deletion."""
+    """Unpin an anchor (the PM may delete any); its history stays, ending with the
+    deletion."""
     anchor = Anchor.objects.select_for_update().filter(team=team, key=key).first()
     if anchor is None:
         raise NotFound(f"Team {team.slug!r} has no anchor {key!r}.")

@@ -1,35 +1,49 @@
-"""Mesh tools (seed 004): the agent's hierarchy, the team's anchors, a context
-refresh and a drift check. Descriptions and result texts are the seed's; its
-"session" is one agent in one team (teams/mesh.py says how its fields map)."""
+"""Mesh tools: the agent's hierarchy (trajectory → tactic → action), the team's
+anchors, a context refresh and a drift check. scan_hierarchy, save_anchor, think_back
+and check_drift keep the descriptions and result texts of their design, with Loom's
+additions; a "session" is one agent in one team (teams/mesh.py says how its fields
+map). The drift score, its bands and check_drift's report live in teams/drift.py.
+
+Each tool's digest is the line the agent's later requests in the phase carry about
+the call: the writes say what was written; the reads keep no record (scan_hierarchy,
+think_back) or a short one (check_drift's score)."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Literal
 
 from django.utils import timezone
 from pydantic import Field
 
-from teams import mesh, services
-from teams.drift import chain_breaks, score
-from teams.models import Agent, Anchor
-from tools.base import Params, Tool, ToolContext
+from teams import drift, mesh, services
+from teams.drift import chain_breaks, drift_report, score
+from teams.models import Anchor, Team
+from tools.base import DIGEST_CHARS, Params, Tool, ToolContext, ToolResult, _short
 from tools.context import ContextOffload
 from tools.registry import register
 
 NO_SESSION = "No active session. Call declare_intent to start."
 FILES_SHOWN = 10
+VALUE_SHOWN = 160  # characters of a level or an anchor value in a digest line
 
 
-def anchors_of(agent: Agent) -> list[tuple[str, str]]:
-    return list(
-        Anchor.objects.filter(team_id=agent.team_id).order_by("key").values_list("key", "value")
-    )
+def _quoted(value: str) -> str:
+    return f'"{_short(value, VALUE_SHOWN)}"'
 
 
 class DeclareIntentParams(Params):
     trajectory: str = Field(
-        min_length=1, description="What you are working towards, in one sentence"
+        min_length=1, description="What you are working towards in this phase, in one sentence"
+    )
+    tactic: str = Field(
+        default="",
+        description="Your approach (optional: omit it to keep your current tactic)",
+    )
+    action: str = Field(
+        default="",
+        description="The step you are on (optional: omit it to keep your current action)",
     )
 
 
@@ -38,17 +52,40 @@ class DeclareIntent(Tool):
     name = "declare_intent"
     description = (
         "Declare what you are working on: your trajectory, the goal you will pursue. "
-        "Starts your session and clears your tactic and action. Call this when you "
-        "begin, or when your goal changes."
+        "Loom declares a trajectory for you when each phase begins, from your role, the "
+        "team's goal and the phase; call this when you begin your own work in the phase, "
+        "or when your goal changes, to say it in your own words. Your tactic and action "
+        "stay as they are unless you give new ones here. The PM sees a drift score "
+        "computed from these levels and how recently you updated them."
     )
     Params = DeclareIntentParams
 
     def run(self, params: DeclareIntentParams, ctx: ToolContext) -> str:
-        agent = mesh.agent_declare_intent(agent=ctx.agent, trajectory=params.trajectory)
-        return (
-            f'Trajectory set: "{agent.trajectory}". Tactic and action cleared. '
-            f"Drift score: {agent.drift_score}/100."
+        agent = mesh.agent_declare_intent(
+            agent=ctx.agent,
+            trajectory=params.trajectory,
+            tactic=params.tactic,
+            action=params.action,
+            phase=ctx.team.phase,
         )
+        levels = [f'Trajectory set: "{agent.trajectory}".']
+        for level, given in (("tactic", params.tactic), ("action", params.action)):
+            current = getattr(agent, level)
+            if given:
+                levels.append(f'{level.capitalize()} set: "{current}".')
+            elif current:
+                levels.append(f'{level.capitalize()} kept: "{current}".')
+            else:
+                levels.append(f"{level.capitalize()}: (not set).")
+        return " ".join(levels) + f" Drift score: {agent.drift_score}/100."
+
+    @classmethod
+    def digest(cls, params: DeclareIntentParams, result: ToolResult) -> str:
+        line = f"You declared your trajectory: {_quoted(params.trajectory)}"
+        for level in ("tactic", "action"):
+            if getattr(params, level):
+                line += f"; {level}: {_quoted(getattr(params, level))}"
+        return _short(line, DIGEST_CHARS)
 
 
 class MapContextParams(Params):
@@ -74,6 +111,10 @@ class MapContext(Tool):
             f'{params.level.capitalize()} updated: "{params.content}". '
             f"Drift score: {agent.drift_score}/100."
         )
+
+    @classmethod
+    def digest(cls, params: MapContextParams, result: ToolResult) -> str:
+        return _short(f"You set your {params.level}: {_quoted(params.content)}", DIGEST_CHARS)
 
 
 @register
@@ -104,9 +145,13 @@ class ScanHierarchy(Tool):
                 "files_touched": len(agent.files_touched or []),
                 "context_updates": agent.context_updates,
             },
-            "anchors": [f"[{key}]: {value}" for key, value in anchors_of(agent)],
+            "anchors": [f"[{key}]: {value}" for key, value in drift.anchor_pairs(team.id)],
         }
         return json.dumps(result, indent=2, ensure_ascii=False)
+
+    @classmethod
+    def digest(cls, params, result: ToolResult) -> str:
+        return ""  # a read: the prompt carries the hierarchy and the anchors
 
 
 class SaveAnchorParams(Params):
@@ -121,16 +166,41 @@ class SaveAnchor(Tool):
     name = "save_anchor"
     description = (
         "Save a critical constraint or fact that must not be forgotten, "
-        "even after session compaction. Use for database schemas, API keys, requirements."
+        "even after session compaction. Use for database schemas, API ports, requirements. "
+        "An anchor is shown to every agent of the team in every prompt, with who pinned "
+        "it: pin decisions the whole team must respect, never a secret such as a password "
+        "or a token. Saving an existing key replaces its value."
     )
     Params = SaveAnchorParams
 
+    @classmethod
+    def definition_for(cls, team: Team | None) -> dict:
+        """The description with the team's limits, so the model knows them before it
+        calls."""
+        definition = cls.definition()
+        if team is None:
+            return definition
+        limits = (
+            f" This team holds at most {team.max_anchors} anchors, and a value you save "
+            f"has at most {team.anchor_value_limit:,} characters."
+        )
+        return {**definition, "description": definition["description"] + limits}
+
     def run(self, params: SaveAnchorParams, ctx: ToolContext) -> str:
         services.anchor_save(
-            team=ctx.team, key=params.key, value=params.value, changed_by=ctx.agent.name
+            team=ctx.team,
+            key=params.key,
+            value=params.value,
+            changed_by=ctx.agent.name,
+            source=Anchor.Source.AGENT,
+            phase=ctx.team.phase,
         )
         total = Anchor.objects.filter(team=ctx.team).count()
         return f'Anchor saved: [{params.key}] = "{params.value}". {total} total anchors.'
+
+    @classmethod
+    def digest(cls, params: SaveAnchorParams, result: ToolResult) -> str:
+        return _short(f"You saved anchor {params.key}: {_quoted(params.value)}", DIGEST_CHARS)
 
 
 @register
@@ -161,7 +231,7 @@ class ThinkBack(Tool):
             lines.append("⚠ Chain breaks:")
             lines += [f"  - {b}" for b in breaks]
         lines.append("")
-        anchors = anchors_of(agent)
+        anchors = drift.anchor_pairs(team.id)
         if anchors:
             lines.append("## Immutable Anchors")
             lines += [f"  [{key}]: {value}" for key, value in anchors]
@@ -179,6 +249,10 @@ class ThinkBack(Tool):
         lines.append("=== END THINK BACK ===")
         return "\n".join(lines)
 
+    @classmethod
+    def digest(cls, params, result: ToolResult) -> str:
+        return ""  # a read: what it shows stays in the prompt
+
 
 @register
 class CheckDrift(Tool):
@@ -194,50 +268,16 @@ class CheckDrift(Tool):
             return NO_SESSION
         return drift_report(ctx.agent)
 
-
-def drift_report(agent: Agent) -> str:
-    """The drift report of seed 004's check_drift (the admin and the API show it too)."""
-    value = score(agent)
-    breaks = chain_breaks(agent)
-    mark = "✅" if value >= 70 else "⚠️" if value >= 40 else "❌"
-    lines = ["=== DRIFT REPORT ===", "", f"{mark} Drift Score: {value}/100", ""]
-    lines.append("## Trajectory Alignment")
-    if agent.trajectory:
-        lines.append(f"Original: {agent.trajectory}")
-        if agent.tactic:
-            lines.append(f"Current tactic: {agent.tactic}")
-        if agent.action:
-            lines.append(f"Current action: {agent.action}")
-    else:
-        lines.append(f"⚠ No trajectory set. Use {DeclareIntent.name} to set your focus.")
-    lines += ["", "## Chain Integrity"]
-    lines += [f"❌ {b}" for b in breaks] or ["✅ Hierarchy chain is intact."]
-    lines.append("")
-    anchors = anchors_of(agent)
-    if anchors:
-        lines.append("## Anchor Compliance")
-        lines.append("Verify your work respects these immutable constraints:")
-        lines += [f"  ☐ [{key}]: {value}" for key, value in anchors]
-        lines.append("")
-    lines.append("## Metrics")
-    lines.append(f"Turns: {agent.turns}")
-    lines.append(f"Files: {len(agent.files_touched or [])}")
-    lines.append(f"Context updates: {agent.context_updates}")
-    if agent.violations:
-        lines.append(f"⚠ Violations: {agent.violations}")
-    lines += ["", "## Recommendation"]
-    lines.append(recommendation(value, breaks))
-    lines += ["", "=== END DRIFT REPORT ==="]
-    return "\n".join(lines)
+    @classmethod
+    def digest(cls, params, result: ToolResult) -> str:
+        found = re.search(r"Drift Score: (\d+)/100", result.text)
+        if found is None:
+            return ""
+        value = int(found.group(1))
+        return f"You checked your drift: {value}/100 ({drift.meaning(value)})."
 
 
-def recommendation(value: int, breaks: list[str]) -> str:
-    """Seed 004's advice for a score; its compact_session is Loom's context_offload."""
-    if value >= 70 and not breaks:
-        return "✅ On track. Continue working."
-    if value >= 40:
-        return f"⚠ Some drift detected. Consider using {MapContext.name} to update your focus."
-    return (
-        f"❌ Significant drift. Use {MapContext.name} to re-focus, or {ContextOffload.name} to "
-        "reset."
-    )
+# The report and the advice (teams/drift.py) name these tools.
+drift.advice_tools_register(
+    declare=DeclareIntent.name, refocus=MapContext.name, reset=ContextOffload.name
+)

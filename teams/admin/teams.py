@@ -10,6 +10,7 @@ from teams import cloning, pm_requests, selectors, services, team_actions
 from teams.admin.forms import PMRequestAnswerForm
 from teams.admin.fragments import fragment
 from teams.admin.scoping import HistoryInline, ScopedChoicesMixin, TeamScopedAdmin
+from teams.drift import drift_report
 from teams.errors import LoomError
 from teams.lifecycle import TeamAction
 from teams.models import (
@@ -22,7 +23,6 @@ from teams.models import (
 )
 from teams.web import charts
 from teams.web.presentation import agent_drift, money_tables
-from tools.mesh import drift_report
 
 
 class AgentInline(ScopedChoicesMixin, admin.TabularInline):

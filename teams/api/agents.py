@@ -18,11 +18,10 @@ from teams.api.schemas.agents import (
 )
 from teams.api.schemas.common import responses
 from teams.api.schemas.messages import MessageIn
-from teams.drift import chain_breaks, health, score
+from teams.drift import chain_breaks, drift_report, health, recommendation, score
 from teams.engine.prompts import history_queryset
 from teams.event_payloads import MessageOut, QueryOut
 from teams.models import Agent, Anchor, Team, Turn
-from tools.mesh import drift_report, recommendation
 
 router = Router(tags=["agents"])
 

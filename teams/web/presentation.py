@@ -5,8 +5,8 @@ words the live updates the same way: teams/static/teams/live.js)."""
 
 from teams import drift, mesh
 from teams.budgets import WARN_PERCENT
+from teams.drift import recommendation
 from teams.models import Agent
-from tools.mesh import recommendation
 
 NOT_SET = "(not set)"
 

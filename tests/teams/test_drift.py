@@ -1,10 +1,14 @@
 """The drift score (teams/drift.py), pinned for hand-computed states: each input and
-each threshold."""
+each threshold; the one vocabulary of its bands; the advice; and the score of agents
+that never call a mesh tool, over turns as the engine counts them."""
 
 import pytest
+from django.db.models import F
 
-from teams.drift import chain_breaks, health, score
+from teams import drift, mesh
+from teams.drift import chain_breaks, health, meaning, recommendation, score
 from teams.models import Agent
+from tools import mesh as mesh_tools  # noqa: F401  (registers the tools the advice names)
 
 
 def agent(**fields) -> Agent:
@@ -29,9 +33,11 @@ ON_TRACK = {"trajectory": "Ship it", "tactic": "Small steps", "action": "Write t
         ({"action": "Write the test"}, 55),  # no trajectory - 30, action without tactic - 15
         ({"tactic": "t", "action": "a"}, 55),  # - 30 - 15: the action has its tactic
         ({**ON_TRACK, "violations": 1}, 90),
-        ({**ON_TRACK, "violations": 5}, 70),  # at most - 30 for violations
-        ({"trajectory": "Ship it", "files_touched": ["a.py"]}, 90),  # files, no action
-        ({**ON_TRACK, "files_touched": ["a.py"]}, 100),  # files under an action
+        ({**ON_TRACK, "violations": 5}, 50),
+        ({**ON_TRACK, "violations": 9}, 40),  # at most - 60 for violations
+        ({"trajectory": "Ship it", "files_touched": ["a.py"]}, 100),  # within the grace
+        ({"trajectory": "Ship it", "files_touched": ["a.py"], "turns": 3}, 87),  # - 3 - 10
+        ({**ON_TRACK, "files_touched": ["a.py"], "turns": 3}, 97),  # files under an action
         ({"turns": 20, "violations": 9, "action": "x", "files_touched": ["a"]}, 0),  # clamped
     ],
 )
@@ -46,15 +52,64 @@ def test_chain_breaks():
 
 
 @pytest.mark.parametrize(
-    ("value", "meaning"),
+    ("value", "words"),
     [
-        (100, "healthy"),
-        (70, "healthy"),
+        (100, "on track"),
+        (70, "on track"),
         (69, "some drift"),
         (40, "some drift"),
         (39, "significant drift"),
         (0, "significant drift"),
     ],
 )
-def test_thresholds(value, meaning):
-    assert health(value) == meaning
+def test_one_vocabulary_for_the_bands(value, words):
+    assert meaning(value) == health(value) == words
+    assert next(w for lowest, w in drift.bands() if value >= lowest) == words
+
+
+def test_the_advice_speaks_the_bands_words_and_names_the_tools():
+    assert recommendation(100, []) == "✅ On track. Continue working."
+    assert recommendation(100, ["Action set without a tactic."]).startswith(
+        "⚠ Some drift detected. Consider using map_context to update your focus."
+    )
+    assert recommendation(40, []) == (
+        "⚠ Some drift detected. Consider using map_context to update your focus."
+    )
+    assert recommendation(39, []) == (
+        "❌ Significant drift. Use map_context to re-focus, or context_offload to reset."
+    )
+
+
+# --- agents over turns, as the engine counts them ------------------------------------
+
+
+def take_turns(agent: Agent, n: int, phase: str, *, violation_each_turn=False) -> Agent:
+    """`n` turns of an agent that never calls a mesh tool: Loom begins the phase at
+    each turn's start, and the turn's end counts it and records its score."""
+    for _ in range(n):
+        mesh.agent_phase_begin(agent=agent, team=agent.team, phase=phase)
+        if violation_each_turn:
+            mesh.agent_record_violation(agent=agent)
+        agent.turns += 1
+        Agent.objects.filter(pk=agent.pk).update(turns=F("turns") + 1, drift_score=score(agent))
+    return Agent.objects.get(pk=agent.pk)
+
+
+@pytest.mark.django_db
+def test_an_agent_that_only_talks_stays_on_track(agents):
+    coder = take_turns(agents["coder"], 6, "refinement")
+    assert coder.trajectory.endswith(
+        "as coder in refinement: say what is feasible and what would be costly to build"
+    )
+    assert (coder.drift_score, meaning(coder.drift_score)) == (88, "on track")  # - 3 x 4
+    coder = take_turns(coder, 20, "refinement")
+    assert meaning(coder.drift_score) == "on track"  # staleness alone costs at most 30
+    coder = take_turns(coder, 1, "planning")  # a new phase: a new declaration
+    assert coder.drift_score == 100
+
+
+@pytest.mark.django_db
+def test_an_agent_whose_calls_are_refused_every_turn_drifts_significantly(agents):
+    coder = take_turns(agents["coder"], 6, "refinement", violation_each_turn=True)
+    assert coder.violations == 6
+    assert (coder.drift_score, meaning(coder.drift_score)) == (28, "significant drift")

@@ -1,6 +1,7 @@
-"""The mesh: anchors CRUD and the prompt block, scan_hierarchy (6),
-save_anchor (4 + prompt), think_back (6), check_drift (6), and its integration
-workflow; then the same mesh through the real anthropic client."""
+"""The mesh design's test lists: anchors CRUD and the prompt block, scan_hierarchy (6),
+save_anchor (4 + prompt, with Loom's limits and source), think_back (6), check_drift
+(6), and its integration workflow; Loom's additions (declare_intent keeping tactic and
+action, the digest lines); then the same mesh through the real anthropic client."""
 
 import json
 
@@ -63,7 +64,8 @@ class TestAnchors:
         services.anchor_save(team=team, key="DB", value="PostgreSQL")
         services.anchor_save(team=team, key="API_PORT", value="8080")
         assert anchors_block(team) == (
-            f"{BLOCK_HEAD}\n  [API_PORT]: 8080\n  [DB]: PostgreSQL\n</immutable-anchors>"
+            f"{BLOCK_HEAD}\n  [API_PORT]: 8080 (pinned by the PM)\n"
+            "  [DB]: PostgreSQL (pinned by the PM)\n</immutable-anchors>"
         )
 
     def test_block_has_its_tags_in_every_agents_system_prompt(self, team, agents):
@@ -288,7 +290,7 @@ class TestCheckDrift:
         assert lost.endswith("=== END DRIFT REPORT ===")
 
 
-# --- the mesh's integration workflow -----------------------------------------------
+# --- the mesh design's integration workflow ---------------------------------------
 
 
 def test_workflow_anchor_think_back_drift_check(ctx_for, team, agents):
@@ -311,18 +313,139 @@ def test_workflow_anchor_think_back_drift_check(ctx_for, team, agents):
     assert fresh(agents["coder"]).violations == 1
 
 
-def test_declare_intent_clears_the_levels_under_it(ctx_for, agents):
+def test_declare_intent_keeps_the_levels_under_it_unless_replaced(ctx_for, agents):
     run(ctx_for("coder"), "declare_intent", trajectory="Build the parser")
+    run(ctx_for("coder"), "map_context", level="tactic", content="Recursive descent")
     run(ctx_for("coder"), "map_context", level="action", content="Tokenizer first")
-    run(ctx_for("coder"), "declare_intent", trajectory="Write the docs")
+    assert run(ctx_for("coder"), "declare_intent", trajectory="Write the docs") == (
+        'Trajectory set: "Write the docs". Tactic kept: "Recursive descent". '
+        'Action kept: "Tokenizer first". Drift score: 100/100.'
+    )
     coder = fresh(agents["coder"])
-    assert (coder.trajectory, coder.tactic, coder.action) == ("Write the docs", "", "")
-    assert coder.context_updates == 3
+    assert (coder.trajectory, coder.tactic, coder.action) == (
+        "Write the docs",
+        "Recursive descent",
+        "Tokenizer first",
+    )
+    assert (coder.context_updates, coder.trajectory_phase) == (4, "refinement")
+    result = run(ctx_for("coder"), "declare_intent", trajectory="Ship", action="Grammar")
+    assert result == (
+        'Trajectory set: "Ship". Tactic kept: "Recursive descent". Action set: "Grammar". '
+        "Drift score: 100/100."
+    )
+
+
+def test_declare_intent_describes_when_to_call_it_and_its_optional_levels():
+    definition = registry.get("declare_intent").definition()
+    assert "Declare what you are working on: your trajectory" in definition["description"]
+    assert (
+        "Loom declares a trajectory for you when each phase begins" in (definition["description"])
+    )
+    assert "stay as they are unless you give new ones" in definition["description"]
+    schema = definition["input_schema"]
+    assert schema["required"] == ["trajectory"]
+    assert set(schema["properties"]) == {"trajectory", "tactic", "action"}
 
 
 def test_map_context_refuses_an_unknown_level(ctx_for):
     result = registry.execute("map_context", {"level": "mood", "content": "x"}, ctx_for("coder"))
     assert result.is_error and "level" in result.text
+
+
+# --- save_anchor: Loom's limits and source -------------------------------------------
+
+
+class TestSaveAnchorLimits:
+    def test_an_agents_anchor_records_the_agent_and_the_phase(self, ctx_for, team):
+        run(ctx_for("coder"), "save_anchor", key="db-engine", value="PostgreSQL 16")
+        anchor = team.anchors.get(key="db-engine")
+        assert (anchor.source, anchor.updated_by, anchor.phase) == ("agent", "coder", "refinement")
+        assert mesh.anchor_source_text(anchor) == "coder in refinement"
+        assert "  [db-engine]: PostgreSQL 16 (pinned by coder in refinement)" in anchors_block(team)
+
+    def test_a_new_key_over_the_cap_is_refused_naming_the_cap(self, ctx_for, team):
+        team.max_anchors = 2
+        team.save(update_fields=["max_anchors"])
+        run(ctx_for("coder"), "save_anchor", key="A", value="one")
+        run(ctx_for("coder"), "save_anchor", key="B", value="two")
+        result = registry.execute("save_anchor", {"key": "C", "value": "x"}, ctx_for("coder"))
+        assert result.is_error
+        assert result.text == (
+            "Error: Team 'alpha' already has 2 anchors, its limit. Save under an existing key "
+            "to replace its value, or have the PM delete an anchor or raise the team's limit "
+            "(max anchors)."
+        )
+        assert run(ctx_for("coder"), "save_anchor", key="B", value="three") == (
+            'Anchor saved: [B] = "three". 2 total anchors.'
+        )
+        assert sorted(team.anchors.values_list("key", flat=True)) == ["A", "B"]
+
+    def test_an_agents_value_is_bounded_by_the_team(self, ctx_for, team):
+        team.anchor_value_limit = 10
+        team.save(update_fields=["anchor_value_limit"])
+        result = registry.execute("save_anchor", {"key": "A", "value": "x" * 11}, ctx_for("coder"))
+        assert result.is_error and result.text.startswith(
+            "Error: An anchor an agent saves holds at most 10 characters (the team's limit); "
+            "this value has 11."
+        )
+        assert not team.anchors.exists()
+        assert run(ctx_for("coder"), "save_anchor", key="A", value="x" * 10).startswith(
+            "Anchor saved"
+        )
+
+    def test_the_description_suggests_no_secret_and_names_the_teams_limits(self, team):
+        tool = registry.get("save_anchor")
+        described = tool.definition()["description"]
+        assert described.startswith(
+            "Save a critical constraint or fact that must not be forgotten, even after "
+            "session compaction. Use for database schemas,"
+        )
+        assert "API keys" not in described and "never a secret" in described
+        team.max_anchors, team.anchor_value_limit = 12, 1500
+        own = tool.definition_for(team)["description"]
+        assert own.startswith(described)
+        assert own.endswith(
+            "at most 12 anchors, and a value you save has at most 1,500 characters."
+        )
+        for other in registry.all_tools():
+            assert "API key" not in other.definition_for(team)["description"]
+
+
+# --- the agent's record of its own mesh calls ------------------------------------------
+
+
+def test_digest_lines(ctx_for):
+    coder = ctx_for("coder")
+    records = {
+        name: registry.execute(name, arguments, coder).digest
+        for name, arguments in [
+            ("declare_intent", {"trajectory": "Build the parser", "tactic": "Tests first"}),
+            ("map_context", {"level": "action", "content": "Tokenizer"}),
+            ("save_anchor", {"key": "db-engine", "value": "PostgreSQL 16"}),
+            ("scan_hierarchy", {}),
+            ("think_back", {}),
+            ("check_drift", {}),
+        ]
+    }
+    assert records == {
+        "declare_intent": 'You declared your trajectory: "Build the parser"; tactic: "Tests first"',
+        "map_context": 'You set your action: "Tokenizer"',
+        "save_anchor": 'You saved anchor db-engine: "PostgreSQL 16"',
+        "scan_hierarchy": "",
+        "think_back": "",
+        "check_drift": "You checked your drift: 100/100 (on track).",
+    }
+
+
+def test_the_tools_the_drift_advice_names_are_the_mesh_tools():
+    from teams import drift
+
+    assert drift.ADVICE_TOOLS == {
+        "declare": "declare_intent",
+        "refocus": "map_context",
+        "reset": "context_offload",
+    }
+    assert all(registry.get(name) for name in drift.ADVICE_TOOLS.values())
 
 
 # --- through the real anthropic client ----------------------------------------------
@@ -364,3 +487,33 @@ def test_a_saved_anchor_reaches_every_agent_and_check_drift_reaches_the_model(te
     assert drift_result["content"].startswith("=== DRIFT REPORT ===")
     assert "Original: Find prior art" in drift_result["content"]
     assert mesh.has_session(Agent.objects.get(team=team, name="researcher"))
+
+
+def test_a_declared_trajectory_is_visible_to_its_agent_on_later_turns(team, messages_api):
+    intent = {"trajectory": "Map the prior art on markdown parsers", "tactic": "CommonMark first"}
+    api = messages_api(
+        per_agent(
+            {
+                "coach": [text("Go."), text("Go on.")],
+                "researcher": [tool("declare_intent", intent), text("Looking."), text("Found.")],
+                "coder": [text("Ok."), text("Ok.")],
+                "reviewer": [text("Ok."), text("Ok.")],
+            }
+        )
+    )
+    team_actions.team_start(team=team)
+    drain(team, limit=6)
+    researcher = [r for r in api.requests if r.agent == "researcher"]
+    later = researcher[2]  # its next turn (its first made two requests)
+    read = later.system_text + "\n".join(
+        block.get("text", "")
+        for message in later.body["messages"]
+        for block in (message["content"] if isinstance(message["content"], list) else [])
+    )
+    assert (
+        'You declared your trajectory: "Map the prior art on markdown parsers"; '
+        'tactic: "CommonMark first"'
+    ) in read
+    for request in api.requests:
+        if request.agent != "researcher":
+            assert "Map the prior art" not in request.dump
