@@ -14,7 +14,7 @@ from functools import partial
 
 from django.db import InterfaceError, OperationalError, transaction
 
-from teams import budgets, events, keepers, services, turns
+from teams import budgets, events, keepers, mesh, services, turns
 from teams.engine import prompts
 from teams.engine.consult import consult
 from teams.engine.providers import caches_prompts, provider_for
@@ -151,6 +151,8 @@ def execute(turn: Turn, worker: str) -> None:
     if not steps and turn.model != agent.effective_model:
         turn.model = agent.effective_model
         Turn.objects.filter(pk=turn.pk).update(model=turn.model)
+    # Each phase begins with a trajectory Loom declares for the agent (once per phase).
+    mesh.agent_phase_begin(agent=agent, team=team, phase=turn.phase)
     prompt = prompts.build(agent, team, until_id=turn.snapshot_message_id, phase=turn.phase)
     if turn.attempts == 1:
         prompt = _offload_when_over_budget(turn, prompt)
