@@ -5,7 +5,9 @@ the offloading agent's context (prompts.history_messages excludes them) and stay
 searchable. Retrieval is raw (full-text search, "[role]: content" lines) or smart
 (a model answers the question from the matching entries: the caller passes the
 function that asks it, since calling a model is the engine's job). Automatic
-offload keeps an agent's context under its budget."""
+offload keeps an agent's context under its budget. Either way one stub line stays in
+the agent's history: how many messages went to which keeper and topic, and how to
+get them back."""
 
 from __future__ import annotations
 
@@ -32,6 +34,22 @@ QUESTION_WORDS = {
     "is", "are", "was", "were", "do", "does", "did", "can", "could", "should",
     "would", "will", "has", "have", "had",
 }  # fmt: skip
+# Words that say nothing about a topic: never search terms (unless a query has only
+# these), never evidence that an entry is relevant.
+STOP_WORDS = QUESTION_WORDS | {
+    "a", "an", "the", "be", "been", "being", "am", "of", "to", "in", "on", "at", "by",
+    "for", "with", "about", "from", "into", "onto", "over", "under", "as", "and", "or",
+    "but", "nor", "not", "no", "if", "then", "than", "so", "that", "this", "these",
+    "those", "it", "its", "we", "us", "our", "you", "your", "he", "she", "him", "her",
+    "they", "them", "their", "there", "here", "my", "me", "any", "some", "all", "each",
+    "every", "up", "out", "just", "also", "very", "more", "most", "other", "such",
+    "only", "own", "same", "too", "may", "might", "must", "shall", "let", "lets", "get",
+    "got", "please", "anyone", "someone", "anything", "something", "know", "think",
+    "need", "needs", "want", "one", "ok", "yes", "s", "t", "don", "doesn",
+    "isn", "ll", "ve", "re", "d", "m",
+}  # fmt: skip
+MAX_QUERY_CHARS = 2000  # what a search reads of its query; the rest is ignored
+MAX_SEARCH_TERMS = 32
 BOUNDARY_KINDS = {
     Message.Kind.PM,
     Message.Kind.SYSTEM,
@@ -86,11 +104,40 @@ def topic_of(messages: list[Message]) -> str:
 class Offload:
     keeper: Keeper
     count: int
+    stub: Message | None = None  # the one line left in the agent's history
+
+
+def stub_text(result: Offload, *, retrieve_tool: str = "", why: str = "") -> str:
+    """The line that stands in the agent's history for what it offloaded: how many
+    messages, which keeper and topic, and how to get them back (`retrieve_tool` is the
+    retrieval tool's name, which the tools layer passes in: the domain names no tool)."""
+    keeper, count = result.keeper, result.count
+    noun = "message" if count == 1 else "messages"
+    reason = f" {why.strip()}" if why.strip() else ""
+    recall = (
+        f"{retrieve_tool}(query, keeper_id={keeper.id})"
+        if retrieve_tool
+        else f"a retrieval from keeper {keeper.id}"
+    )
+    return (
+        f'[Context offloaded] {count} earlier {noun} went to keeper {keeper.id} "{keeper.topic}"'
+        f"{reason}; recall them with {recall}."
+    )
 
 
 @transaction.atomic
-def offload(*, agent: Agent, messages: list[Message], topic: str) -> Offload:
-    """Move these messages out of the agent's context into a new keeper."""
+def offload(
+    *,
+    agent: Agent,
+    messages: list[Message],
+    topic: str,
+    retrieve_tool: str = "",
+    why: str = "",
+    turn: Turn | None = None,
+) -> Offload:
+    """Move these messages out of the agent's context into a new keeper, and leave one
+    stub line (a system note to the agent, stub_text) where they were: how many, which
+    keeper and topic, how to retrieve them. `why` adds the reason to the stub."""
     topic = (topic or "").strip()
     if not topic:
         raise InvalidInput("An offload needs a topic label.", field="topic")
@@ -107,18 +154,46 @@ def offload(*, agent: Agent, messages: list[Message], topic: str) -> Offload:
         f"(#{first.id} to #{last.id})."
     )
     keeper.save(update_fields=["index_entry"])
-    return Offload(keeper=keeper, count=len(messages))
+    result = Offload(keeper=keeper, count=len(messages))
+    result.stub = services.system_note(
+        agent.team,
+        stub_text(result, retrieve_tool=retrieve_tool, why=why),
+        recipient=agent,
+        turn=turn,
+    )
+    return result
 
 
 # --- search --------------------------------------------------------------------
 
 
 def search_terms(query: str) -> list[str]:
-    seen: list[str] = []
-    for word in WORD.findall(query.lower()):
-        if len(word) > 1 and word not in seen:
-            seen.append(word)
-    return seen[:32]
+    """The distinct words of a query worth searching for, in order, at most
+    MAX_SEARCH_TERMS: stop words ("what", "the", "is") are left out unless the query
+    holds nothing else. Only the first MAX_QUERY_CHARS characters are read, and the
+    words are deduplicated with a dict, so any query costs linear time."""
+    words = dict.fromkeys(w for w in WORD.findall(query[:MAX_QUERY_CHARS].lower()) if len(w) > 1)
+    meaningful = [w for w in words if w not in STOP_WORDS]
+    return (meaningful or list(words))[:MAX_SEARCH_TERMS]
+
+
+def meaningful_terms(text: str) -> list[str]:
+    """The query's search terms without any stop word (possibly none)."""
+    return [t for t in search_terms(text) if t not in STOP_WORDS]
+
+
+def stem(word: str) -> str:
+    """A rough stem, enough to match "tokens" with "token" as the search engine does."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def matched_terms(terms: list[str], text: str) -> int:
+    """How many of the distinct terms the text holds (by stem)."""
+    words = {stem(w) for w in WORD.findall(text.lower())}
+    return len({stem(t) for t in terms} & words)
 
 
 def search(
@@ -247,19 +322,28 @@ def over_budget(agent: Agent, tokens: int) -> bool:
     return tokens > agent.context_budget_tokens * AUTO_OFFLOAD_AT
 
 
+BUDGET_REASON = "to stay within your context budget"
+
+
 @transaction.atomic
 def offload_for_budget(
-    *, turn: Turn, messages: list[Message], note: Callable[[Offload], str]
+    *, turn: Turn, messages: list[Message], retrieve_tool: str = ""
 ) -> Offload | None:
     """One automatic offload before a turn's first model call: the oldest part of its
-    context goes to a keeper at a topic boundary, the agent is told in one line
-    (`note` words it) and the turn's snapshot takes the note in. None when there is
-    too little to offload."""
+    context goes to a keeper at a topic boundary, the agent is told in the offload's
+    one stub line (which says why) and the turn's snapshot takes the stub in. None
+    when there is too little to offload."""
     chunk, _rest = split_at_topic_boundary(messages)
     if not chunk:
         return None
-    result = offload(agent=turn.agent, messages=chunk, topic=topic_of(chunk))
-    line = services.system_note(turn.team, note(result), recipient=turn.agent, turn=turn)
-    Turn.objects.filter(pk=turn.pk).update(snapshot_message_id=line.id)
-    turn.snapshot_message_id = line.id
+    result = offload(
+        agent=turn.agent,
+        messages=chunk,
+        topic=topic_of(chunk),
+        retrieve_tool=retrieve_tool,
+        why=BUDGET_REASON,
+        turn=turn,
+    )
+    Turn.objects.filter(pk=turn.pk).update(snapshot_message_id=result.stub.id)
+    turn.snapshot_message_id = result.stub.id
     return result

@@ -1,15 +1,20 @@
-"""The query router (seed 000): ask, answer, forward, expire.
+"""The query router: agents ask, answer and forward questions; unanswered ones expire.
 
-A query lands in its recipients' inboxes as "[Query from X | ID: ...]" and the
-answer in the origin's inbox as "[Answer from X | Query: ...]"; both are seen on
-the recipient's next turn, never in the middle of one (a turn reads a snapshot;
-the prompt tells the recipient how to reply). The first answer wins: a conditional
-update decides it, whoever races. Live viewers see each ask, forward, answer and
-expiry as a query event."""
+A question lands in each recipient's inbox as "[Query from <asker> | ID: q-…]",
+naming the original asker however often it was forwarded, with the forwarding chain
+(who passed it to whom, adding what) and, labelled as Loom's addition, a bounded
+excerpt of what the team's keepers hold about it. The answer lands once in the
+asker's inbox as "[Answer from X | Query: q-…]" with the question it answers and the
+chain. Both are seen on the recipient's next turn, never in the middle of one (a
+turn reads a snapshot). A delivered question invites an answer only while
+`open_for` says so: not once it is answered or expired, nor after the recipient
+forwarded it on, nor when a newer delivery of it replaced it. The first answer wins:
+a conditional update decides it, whoever races. Live viewers see each ask, forward,
+answer and expiry as a query event."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -21,8 +26,19 @@ from teams.models import Agent, Message, Query, Team
 
 DEFAULT_TTL_SECONDS = 3600
 DEFAULT_MAX_HOPS = 5
-ENRICHMENT_ENTRIES = 3
 MAX_HOPS_TEXT = "Maximum forwarding hops reached. Consider answering with what you know."
+
+# Keeper context added to a question before it is routed: a few entries that match at
+# least ENRICHMENT_MIN_TERMS distinct meaningful words of it (all of them when it has
+# fewer), each shortened, all of them within ENRICHMENT_CHARS.
+ENRICHMENT_ENTRIES = 3
+ENRICHMENT_CANDIDATES = 12
+ENRICHMENT_MIN_TERMS = 2
+ENRICHMENT_CHARS = 1500
+ENRICHMENT_ENTRY_CHARS = 400
+KEEPER_LABEL = "Relevant context from keepers (added by Loom, may be incomplete):"
+KEEPER_ITEM = "From keeper "  # how a keeper's enrichment starts (a forwarder's: "name, ")
+QUESTION_CHARS = 600  # of the question repeated with its answer
 
 
 class QueryClosed(NotFound):
@@ -54,17 +70,134 @@ def resolve_agent(team: Team, name: str) -> Agent:
     return agent
 
 
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def keeper_enrichments(team: Team, question: str) -> list[str]:
-    """What the team's keepers already hold about the question."""
-    entries = keepers.search(team=team, query=question, limit=ENRICHMENT_ENTRIES)
-    return [f"From keeper '{e.keeper.topic}': [{e.role}]: {e.content}" for e in entries]
+    """What the team's keepers hold about the question, bounded and filtered: searched
+    by its meaningful words only (no "what", "the", "is"), an entry kept only when it
+    matches ENRICHMENT_MIN_TERMS of them, the same message once, each entry shortened
+    and all of them within ENRICHMENT_CHARS."""
+    terms = keepers.meaningful_terms(question)
+    if not terms:
+        return []
+    floor = min(ENRICHMENT_MIN_TERMS, len(terms))
+    found: list[str] = []
+    seen: set[str] = set()
+    used = 0
+    for entry in keepers.search(team=team, query=" ".join(terms), limit=ENRICHMENT_CANDIDATES):
+        content = " ".join(entry.content.split())
+        if content in seen or keepers.matched_terms(terms, content) < floor:
+            continue
+        seen.add(content)
+        line = (
+            f'{KEEPER_ITEM}{entry.keeper_id} "{_short(entry.keeper.topic, 60)}", '
+            f"[{entry.role}]: {_short(content, ENRICHMENT_ENTRY_CHARS)}"
+        )
+        if used + len(line) > ENRICHMENT_CHARS:
+            break
+        found.append(line)
+        used += len(line) + 1
+        if len(found) == ENRICHMENT_ENTRIES:
+            break
+    return found
 
 
-def query_text(query: Query, sender: str) -> str:
-    lines = [f"[Query from {sender} | ID: {query.key}]", query.question]
-    if query.enrichments:
-        lines += ["", "Relevant context:", *query.enrichments]
+def asker(query: Query) -> str:
+    """The original asker's name ("pm" for a question from the PM or a program)."""
+    return _name(query.origin)
+
+
+def chain_lines(query: Query) -> list[str]:
+    """The forwarding chain, one line per forward: who passed it to whom, adding what."""
+    lines = []
+    for hop in query.hops:
+        if hop.get("kind") == "forward":
+            to = "everyone" if hop.get("to", "*") == "*" else hop["to"]
+            lines.append(f"{hop['from']}, forwarding it to {to}: {hop.get('enrichment', '')}")
+    return lines
+
+
+def keeper_lines(query: Query) -> list[str]:
+    return [e for e in query.enrichments if e.startswith(KEEPER_ITEM)]
+
+
+def query_text(query: Query) -> str:
+    """A question as its recipients read it: the original asker, the question, the
+    forwarding chain, and the keepers' context labelled as Loom's."""
+    lines = [f"[Query from {asker(query)} | ID: {query.key}]", query.question]
+    chain = chain_lines(query)
+    if chain:
+        lines += ["", "Relevant context:", *chain]
+    keeper = keeper_lines(query)
+    if keeper:
+        lines += ["", KEEPER_LABEL, *keeper]
     return "\n".join(lines)
+
+
+def answer_text(query: Query, answerer: str, text: str) -> str:
+    """An answer as its asker reads it: next to the question it answers and whom the
+    asker asked, with the forwarding chain."""
+    to = query.target.name if query.target_id else "everyone"
+    lines = [
+        f"[Answer from {answerer} | Query: {query.key}]",
+        text,
+        "",
+        f"It answers the question {asker(query)} (you) asked {to}: "
+        + _short(query.question, QUESTION_CHARS),
+    ]
+    chain = chain_lines(query)
+    if chain:
+        lines += ["", "Enrichments gathered during routing:", *chain]
+    return "\n".join(lines)
+
+
+def expiry_text(query: Query) -> str:
+    lines = [f"[Query expired | ID: {query.key}]", f"No answer to: {query.question}"]
+    chain = chain_lines(query)
+    if chain:
+        lines += ["", "Gathered during routing:", *chain]
+    else:
+        lines += ["", "Nothing was gathered during routing."]
+    return "\n".join(lines)
+
+
+def _hop_time(hop: dict) -> datetime | None:
+    try:
+        return datetime.fromisoformat(hop["at"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def open_for(message: Message, agent: Agent) -> bool:
+    """May `agent` still answer the question this inbox message delivered? Only while
+    the query is open and within its TTL, the message is the newest delivery of it to
+    the agent, and the agent has not forwarded it on since."""
+    query = message.query
+    if query.status != Query.Status.OPEN or query.expires_at < timezone.now():
+        return False
+    for hop in query.hops:
+        at = _hop_time(hop)
+        if hop.get("kind") == "forward" and hop.get("from") == agent.name:
+            if at is None or at >= message.created_at:
+                return False
+    newer = Message.objects.filter(
+        query=query, recipient=agent, kind=Message.Kind.QUERY, id__gt=message.id
+    )
+    return not newer.exists()
+
+
+def first_answer(message: Message) -> bool:
+    """Is this the first answer message of its query to its recipient (any other is a
+    repeat the agent must not read twice)?"""
+    return not Message.objects.filter(
+        query_id=message.query_id,
+        recipient_id=message.recipient_id,
+        kind=Message.Kind.ANSWER,
+        id__lt=message.id,
+    ).exists()
 
 
 def _announce(event_type: type[events.Event], query: Query) -> None:
@@ -72,14 +205,15 @@ def _announce(event_type: type[events.Event], query: Query) -> None:
     events.publish(event_type(query=QueryOut.of(query)), team_id=query.team_id)
 
 
-def _deliver_query(query: Query, sender: str, recipients: list[Agent]) -> None:
+def _deliver_query(query: Query, recipients: list[Agent]) -> None:
+    text = query_text(query)
     for agent in recipients:
         services.message_add(
             team=query.team,
-            content=query_text(query, sender),
+            content=text,
             kind=Message.Kind.QUERY,
             author=query.origin,
-            author_label=sender if query.origin is None else "",
+            author_label="pm" if query.origin is None else "",
             recipient=agent,
             query=query,
         )
@@ -128,7 +262,7 @@ def ask(
         hops=[_hop("ask", sender, target_agent.name if target_agent else "*")],
     )
     exclude = {origin.id} if origin is not None else set()
-    _deliver_query(query, sender, _recipients(query, target_agent, exclude))
+    _deliver_query(query, _recipients(query, target_agent, exclude))
     _announce(events.QueryAsked, query)
     return query
 
@@ -152,12 +286,17 @@ def answer(*, team: Team, key: str, answerer: Agent | None, text: str) -> Query:
     query = Query.objects.filter(team=team, key=key.strip()).first()
     if query is None or query.status == Query.Status.EXPIRED:
         raise NotFound(f"Query {key} not found (may have expired).")
+    if answerer is not None and query.origin_id == answerer.id:
+        raise InvalidInput(
+            f"You asked {query.key} yourself; its answer will come to you. To add to it, "
+            "tell the team or ask again."
+        )
     won = Query.objects.filter(pk=query.pk, status=Query.Status.OPEN, expires_at__gte=now).update(
         status=Query.Status.ANSWERED, answer=text, answered_by=answerer, answered_at=now
     )
     query = (
         Query.objects.select_for_update(of=("self",))
-        .select_related("origin", "answered_by")
+        .select_related("origin", "target", "answered_by")
         .get(pk=query.pk)
     )
     if not won:
@@ -168,12 +307,9 @@ def answer(*, team: Team, key: str, answerer: Agent | None, text: str) -> Query:
     query.hops = [*query.hops, _hop("answer", _name(answerer))]
     query.save(update_fields=["hops"])
     if query.origin is not None:
-        lines = [f"[Answer from {_name(answerer)} | Query: {query.key}]", text]
-        if query.enrichments:
-            lines += ["", "Enrichments gathered during routing:", *query.enrichments]
         services.message_add(
             team=team,
-            content="\n".join(lines),
+            content=answer_text(query, _name(answerer), text),
             kind=Message.Kind.ANSWER,
             author=answerer,
             author_label="" if answerer else "pm",
@@ -197,9 +333,16 @@ def forward(
         raise QueryClosed(f"Query {key} was already answered.")
     if query.hop_count >= query.max_hops:
         raise MaxHopsReached(MAX_HOPS_TEXT)
+    if query.origin_id == forwarder.id:
+        raise InvalidInput(f"You asked {query.key} yourself; only its recipients forward it.")
     target_agent = resolve_agent(team, target) if target else None
     if target_agent is not None and target_agent.id == forwarder.id:
         raise InvalidInput("You cannot forward a question to yourself.")
+    if target_agent is not None and target_agent.id == query.origin_id:
+        raise InvalidInput(
+            f"{target_agent.name} asked {query.key}: forward it to someone who may know, "
+            "or answer with what you know."
+        )
     query.enrichments = [*query.enrichments, f"{forwarder.name}: {enrichment}"]
     query.hops = [
         *query.hops,
@@ -207,7 +350,7 @@ def forward(
     ]
     query.save(update_fields=["enrichments", "hops"])
     exclude = {forwarder.id} | ({query.origin_id} if query.origin_id else set())
-    _deliver_query(query, forwarder.name, _recipients(query, target_agent, exclude))
+    _deliver_query(query, _recipients(query, target_agent, exclude))
     _announce(events.QueryForwarded, query)
     return query
 
@@ -225,13 +368,8 @@ def expire(now=None) -> int:
             query.hops = [*query.hops, _hop("expire", "system")]
             query.save(update_fields=["hops"])
             if query.origin is not None:
-                lines = [f"[Query expired | ID: {query.key}]", f"No answer to: {query.question}"]
-                if query.enrichments:
-                    lines += ["", "Gathered during routing:", *query.enrichments]
-                else:
-                    lines += ["", "Nothing was gathered during routing."]
                 services.system_note(
-                    query.team, "\n".join(lines), recipient=query.origin, query=query
+                    query.team, expiry_text(query), recipient=query.origin, query=query
                 )
             _announce(events.QueryExpired, query)
             expired += 1

@@ -1,11 +1,16 @@
-"""Context tools (seed 000/001): offload old context to a keeper, retrieve it later."""
+"""Context tools: offload old context to a keeper, retrieve it later.
+
+context_offload moves the oldest messages of the agent's own snapshot into a
+topic-labelled keeper (teams.keepers.offload), which leaves one stub line in the
+agent's history saying what went where and how to recall it; context_retrieve reads
+keepers back (raw lines or a focused answer)."""
 
 from typing import Literal
 
 from pydantic import Field
 
 from teams import keepers
-from tools.base import Params, Tool, ToolContext
+from tools.base import Params, Tool, ToolContext, ToolResult, _short
 from tools.registry import register
 
 
@@ -44,6 +49,19 @@ class ContextRetrieve(Tool):
             ask_model=ctx.ask_model,
         )
 
+    @classmethod
+    def digest(cls, params: RetrieveParams, result: ToolResult) -> str:
+        """What was looked up and whether anything came back, not the text itself: the
+        agent calls again to read it (a record repeating it would pay for it twice)."""
+        where = f"keeper {params.keeper_id}" if params.keeper_id is not None else "the keepers"
+        asked = f'You searched {where} for "{_short(params.query, 80)}"'
+        text = result.text
+        if result.is_error or text.startswith(("No relevant context found", "Keeper ")):
+            return f"{asked}: {_short(text, 120)}"
+        lines = sum(1 for line in text.splitlines() if line.strip())
+        found = f"{lines} matching lines" if text.startswith("[") else "an answer"
+        return f"{asked}: got {found} ({len(text):,} characters)."
+
 
 class OffloadParams(Params):
     topic: str = Field(
@@ -75,7 +93,8 @@ class ContextOffload(Tool):
     Params = OffloadParams
 
     def run(self, params: OffloadParams, ctx: ToolContext) -> str:
-        # The loop's own snapshot: no call back into the running agent (seed 001's deadlock).
+        # The loop's own snapshot: no call back into the running agent, which would wait
+        # on itself.
         messages = list(ctx.messages)
         if params.message_count:
             chunk = messages[: params.message_count]
@@ -85,7 +104,13 @@ class ContextOffload(Tool):
             return "No messages to offload (context too small)."
         if not chunk:
             return "No messages to offload (context too small)."
-        result = keepers.offload(agent=ctx.agent, messages=chunk, topic=params.topic)
+        result = keepers.offload(
+            agent=ctx.agent,
+            messages=chunk,
+            topic=params.topic,
+            retrieve_tool=ContextRetrieve.name,
+            turn=ctx.turn,
+        )
         # Offloaded messages also leave the rest of this turn's snapshot.
         offloaded = {m.id for m in chunk}
         ctx.messages[:] = [m for m in ctx.messages if m.id not in offloaded]
@@ -93,7 +118,17 @@ class ContextOffload(Tool):
             f"Offloaded {result.count} messages. {result.keeper.index_entry} {recall_hint(result)}"
         )
 
+    @classmethod
+    def digest(cls, params: OffloadParams, result: ToolResult) -> str:
+        """None for an offload made: its stub line (keepers.stub_text) is the one record
+        in the agent's history. A refused one is recorded as such."""
+        if result.text.startswith("Offloaded "):
+            return ""
+        return f'You tried to offload context as "{_short(params.topic, 60)}": ' + _short(
+            result.text, 120
+        )
+
 
 def recall_hint(offload: keepers.Offload) -> str:
-    """How an agent gets offloaded messages back (also used by the automatic offload)."""
-    return f'Recall with {ContextRetrieve.name}(query, keeper_id="{offload.keeper.id}").'
+    """How an agent gets offloaded messages back."""
+    return f"Recall with {ContextRetrieve.name}(query, keeper_id={offload.keeper.id})."

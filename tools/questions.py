@@ -1,10 +1,22 @@
-"""Question tools (seed 000): ask, answer and forward questions between agents."""
+"""Question tools: ask, answer and forward questions between agents, and how an
+agent reads the questions and answers in its inbox (inbox_line).
+
+A question an agent may still answer carries the reply hint naming its query id;
+once it is answered, expired, or forwarded on by that agent, it leaves the agent's
+context. The agent's own record of each call (digest) says what it asked, answered
+or forwarded, so its later requests in the phase hold its own question."""
+
+import re
 
 from pydantic import Field
 
 from teams import questions
-from tools.base import Params, Tool, ToolContext
+from teams.models import Message, Query
+from tools.base import Params, Tool, ToolContext, ToolResult, _short
 from tools.registry import register
+
+QUERY_ID = re.compile(r"Query ID: (q-[0-9a-f]+)")
+DIGEST_TEXT_CHARS = 160
 
 
 class AskParams(Params):
@@ -42,6 +54,15 @@ class PeerAskQuestion(Tool):
             "to you when available."
         )
 
+    @classmethod
+    def digest(cls, params: AskParams, result: ToolResult) -> str:
+        found = QUERY_ID.search(result.text)
+        if found is None:
+            return ""
+        target = params.target.lstrip("@") if params.target else "everyone"
+        question = _short(params.question, DIGEST_TEXT_CHARS)
+        return f'You asked {target} (query {found[1]}): "{question}"'
+
 
 class AnswerParams(Params):
     query_id: str = Field(min_length=1, description="The query ID from the question you received")
@@ -61,6 +82,13 @@ class PeerAnswerQuestion(Tool):
     def run(self, params: AnswerParams, ctx: ToolContext) -> str:
         questions.answer(team=ctx.team, key=params.query_id, answerer=ctx.agent, text=params.answer)
         return f"Answer delivered for query {params.query_id}."
+
+    @classmethod
+    def digest(cls, params: AnswerParams, result: ToolResult) -> str:
+        query = Query.objects.filter(key=params.query_id).select_related("origin").first()
+        asker = f" from {questions.asker(query)}" if query is not None else ""
+        answer = _short(params.answer, DIGEST_TEXT_CHARS)
+        return f'You answered {params.query_id}{asker}: "{answer}"'
 
 
 class ForwardParams(Params):
@@ -96,15 +124,32 @@ class PeerForwardQuestion(Tool):
         target = params.target.lstrip("@") if params.target else "all agents"
         return f"Question forwarded to {target} with enrichment."
 
+    @classmethod
+    def digest(cls, params: ForwardParams, result: ToolResult) -> str:
+        target = params.target.lstrip("@") if params.target else "everyone"
+        enrichment = _short(params.enrichment, DIGEST_TEXT_CHARS)
+        return f'You forwarded {params.query_id} to {target} adding: "{enrichment}"'
 
-def inbox_line(message, agent) -> str | None:
-    """The text an agent reads for an inbox message about a query (placeholder until
-    the question routing rework lands: the question with seed 000's reply hint)."""
-    if message.kind == message.Kind.QUERY:
-        key = message.query.key if message.query_id else "?"
-        return (
-            f"{message.content}\n\nYou can respond using {PeerAnswerQuestion.name} with "
-            f'query_id "{key}", or forward the question ({PeerForwardQuestion.name}) to '
-            "another agent if someone else is better suited to answer."
-        )
+
+def reply_hint(key: str) -> str:
+    """How a recipient replies to a question it may still answer."""
+    return (
+        f'You can respond using {PeerAnswerQuestion.name} with query_id "{key}", or forward '
+        f"the question ({PeerForwardQuestion.name}) to another agent if someone else is "
+        "better suited to answer."
+    )
+
+
+def inbox_line(message: Message, agent) -> str | None:
+    """What `agent` reads for an inbox message about a query, or None to leave it out
+    of its context: a question only while the agent may still answer it (with the reply
+    hint), an answer once, an expiry notice as it is."""
+    if message.query_id is None:
+        return message.content
+    if message.kind == Message.Kind.QUERY:
+        if not questions.open_for(message, agent):
+            return None  # answered, expired, forwarded on or delivered again since
+        return f"{message.content}\n\n{reply_hint(message.query.key)}"
+    if message.kind == Message.Kind.ANSWER and not questions.first_answer(message):
+        return None
     return message.content

@@ -25,7 +25,7 @@ from teams.requests import request_pack
 from teams.usage import model_call_record, turn_add_usage
 from tools import registry
 from tools.base import ToolContext, ToolResult, TurnEnd
-from tools.context import recall_hint
+from tools.context import ContextRetrieve
 
 log = logging.getLogger("loom.loop")
 
@@ -340,17 +340,11 @@ def _offload_when_over_budget(turn: Turn, prompt: prompts.Prompt) -> prompts.Pro
     for _ in range(keepers.AUTO_OFFLOAD_ROUNDS):
         if not keepers.over_budget(agent, estimate_tokens(prompt)):
             break
-        result = keepers.offload_for_budget(turn=turn, messages=prompt.snapshot, note=_offload_note)
+        result = keepers.offload_for_budget(
+            turn=turn, messages=prompt.snapshot, retrieve_tool=ContextRetrieve.name
+        )
         if result is None:
             break
         log.info("Turn %s: offloaded %s messages of %s", turn.id, result.count, agent.name)
         prompt = prompts.build(agent, team, until_id=turn.snapshot_message_id, phase=turn.phase)
     return prompt
-
-
-def _offload_note(result: keepers.Offload) -> str:
-    return (
-        f"(Context note) {result.count} older messages were offloaded to keeper "
-        f"{result.keeper.id} ('{result.keeper.topic}') to stay within your context budget. "
-        + recall_hint(result)
-    )

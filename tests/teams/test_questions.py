@@ -1,5 +1,6 @@
-"""How queries and answers reach agents, the router's limits,
-and the three end-to-end scenarios through the agent loop and the fake Messages API."""
+"""How queries and answers reach agents, the router's limits, and the three end-to-end
+scenarios (ask and answer, a forward chain, offload then retrieve) through the agent
+loop and the fake Messages API."""
 
 import re
 import threading
@@ -48,7 +49,10 @@ class TestProtocol:
         questions.answer(team=team, key=query.key, answerer=agents["reviewer"], text="All of it.")
         seen = history_text(agents["researcher"], team)
         assert f"[Answer from reviewer | Query: {query.key}]\nAll of it." in seen
-        assert "Enrichments gathered during routing:\ncoder: I know half of it." in seen
+        assert (
+            "Enrichments gathered during routing:\n"
+            "coder, forwarding it to reviewer: I know half of it." in seen
+        )
 
     def test_query_during_a_running_turn_waits_for_the_next_turn(self, team, agents, messages_api):
         """Delivered mid-turn: not in that turn's snapshot, not lost either."""
@@ -99,7 +103,9 @@ class TestProtocol:
         assert notice.content.startswith(
             f"[Query expired | ID: {query.key}]\nNo answer to: Anyone?"
         )
-        assert "Gathered during routing:\ncoder: Partial: use JSON." in notice.content
+        assert "Gathered during routing:\ncoder, forwarding it to everyone: Partial: use JSON." in (
+            notice.content
+        )
         with pytest.raises(NotFound, match="may have expired"):
             questions.answer(team=team, key=query.key, answerer=agents["coder"], text="late")
 
@@ -156,9 +162,10 @@ class TestAutomaticOffload:
         assert first.entries.count() >= 3
         sent = api.requests[0].dump
         assert "Review note 0:" not in sent
-        for keeper in (first, *more):  # one line about each offload
-            assert f"offloaded to keeper {keeper.id} ('earlier conversation" in sent
-        assert "context_retrieve" in sent
+        for keeper in (first, *more):  # one stub line for each offload
+            assert sent.count(f'went to keeper {keeper.id} \\"earlier conversation') == 1
+            assert f"recall them with context_retrieve(query, keeper_id={keeper.id})" in sent
+        assert "to stay within your context budget" in sent
         assert loop.estimate_tokens(prompts.build(coder, team)) <= 800
         assert "Review note 0" in first.entries.first().content
 
@@ -209,7 +216,7 @@ def test_twenty_threads_answer_the_same_query_once():
     )
 
 
-# --- end to end, through the agent loop ------------------------------------------
+# --- end to end, through the agent loop ---------------------------
 
 
 def test_scenario_a_asks_b_and_b_answers(team, agents, messages_api):
@@ -256,13 +263,13 @@ def test_scenario_forward_chain_with_enrichment(team, agents, messages_api):
     team_actions.team_start(team=team)
     drain(team, limit=6)
     reviewer_request = [r for r in api.requests if r.agent == "reviewer"][0]
-    assert "[Query from coder | ID: q-" in reviewer_request.dump
-    assert "coder: Tokens are made in auth.py." in reviewer_request.dump
+    assert "[Query from researcher | ID: q-" in reviewer_request.dump  # the original asker
+    assert "coder, forwarding it to reviewer: Tokens are made in auth.py." in reviewer_request.dump
     researcher_later = [r for r in api.requests if r.agent == "researcher"][-1].dump
     assert "HMAC with SHA-256." in researcher_later
     assert (
-        "Enrichments gathered during routing:\\ncoder: Tokens are made in auth.py."
-        in researcher_later
+        "Enrichments gathered during routing:\\ncoder, forwarding it to reviewer: Tokens are "
+        "made in auth.py." in researcher_later
     )
     query = Query.objects.get()
     assert [h["kind"] for h in query.hops] == ["ask", "forward", "answer"]

@@ -1,4 +1,4 @@
-"""The context tools: context_retrieve and context_offload."""
+"""context_retrieve and context_offload: recall keepers, offload to them with a stub left."""
 
 import pytest
 
@@ -135,10 +135,14 @@ class TestOffload:
         assert 2 <= count <= 6  # about 30% of 12
         assert result == (
             f"Offloaded {count} messages. {keeper.index_entry} "
-            f'Recall with context_retrieve(query, keeper_id="{keeper.id}").'
+            f"Recall with context_retrieve(query, keeper_id={keeper.id})."
         )
-        remaining = prompts.history_messages(agents["coder"], team)
+        *remaining, stub = prompts.history_messages(agents["coder"], team)
         assert [m.id for m in remaining] == [m.id for m in history[count:]]
+        assert stub.content == (
+            f"[Context offloaded] {count} earlier messages went to keeper {keeper.id} "
+            f'"early talk"; recall them with context_retrieve(query, keeper_id={keeper.id}).'
+        )
         # Another agent's context is untouched.
         assert len(prompts.history_messages(agents["reviewer"], team)) == len(history)
 
@@ -203,3 +207,52 @@ def test_smart_retrieval_holds_no_transaction_open_during_the_model_call(ctx_for
     )
     assert result.text == "They are signed." and in_transaction == [False]
     assert record == [result]
+
+
+class TestSearchTerms:
+    def test_stop_words_are_no_terms_unless_nothing_else(self):
+        assert keepers.search_terms("What is the parser's streaming design?") == [
+            "parser",
+            "streaming",
+            "design",
+        ]
+        assert keepers.search_terms("what is it") == ["what", "is", "it"]
+        assert keepers.meaningful_terms("what is it") == []
+
+    def test_distinct_in_order_and_capped(self):
+        words = [f"word{i}" for i in range(100)]
+        terms = keepers.search_terms(" ".join(words + words))
+        assert terms == words[: keepers.MAX_SEARCH_TERMS]
+
+    def test_the_worst_query_allowed_answers_fast(self):
+        """Deduplicating with a list made a 60,000-word query take 18 s; only the first
+        MAX_QUERY_CHARS characters are read now, each word looked up in a dict."""
+        import time
+
+        distinct = " ".join(f"w{i:05d}" for i in range(60_000))  # every word new
+        repeated = "parser " * 60_000
+        for query in (distinct, repeated):
+            started = time.perf_counter()
+            keepers.search_terms(query)
+            assert time.perf_counter() - started < 0.5
+
+    def test_a_huge_query_searches_fast(self, team, keeper):
+        import time
+
+        started = time.perf_counter()
+        keepers.search(team=team, query=" ".join(f"w{i}" for i in range(60_000)) + " auth")
+        assert time.perf_counter() - started < 0.5
+
+
+def test_digests_say_what_was_looked_up_not_the_text(ctx_for, keeper, history):
+    result = registry.execute(
+        "context_retrieve", {"query": "bearer tokens", "mode": "raw"}, ctx_for("coder")
+    )
+    assert result.digest.startswith('You searched the keepers for "bearer tokens": got ')
+    assert "HMAC" not in result.digest
+    made = registry.execute(
+        "context_offload", {"topic": "t", "message_count": 3}, ctx_for("coder", messages=history)
+    )
+    assert made.digest == ""  # the stub line is its record
+    refused = registry.execute("context_offload", {"topic": "t"}, ctx_for("coder"))
+    assert refused.digest.startswith('You tried to offload context as "t": No messages')

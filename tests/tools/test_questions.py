@@ -1,4 +1,4 @@
-"""The question tools: ask, answer and forward between agents."""
+"""The question tools: peer_ask_question, peer_answer_question, peer_forward_question."""
 
 import re
 
@@ -68,10 +68,11 @@ class TestAsk:
             target="reviewer",
         )
         message = Message.objects.get(kind="query")
+        keeper = keepers.Keeper.objects.get()
         assert (
-            "Relevant context:\nFrom keeper 'parser notes': [coder]: The parser must stream"
-            in message.content
-        )
+            "\n\nRelevant context from keepers (added by Loom, may be incomplete):\n"
+            f'From keeper {keeper.id} "parser notes", [coder]: The parser must stream'
+        ) in message.content
 
     def test_unknown_target_and_self(self, ctx_for):
         assert run(
@@ -98,7 +99,10 @@ class TestAnswer:
         )
         message = Message.objects.get(kind="answer")
         assert message.recipient == agents["researcher"]
-        assert message.content == f"[Answer from coder | Query: {asked}]\nBearer tokens."
+        assert message.content == (
+            f"[Answer from coder | Query: {asked}]\nBearer tokens.\n\n"
+            "It answers the question researcher (you) asked coder: Auth pattern?"
+        )
         query = Query.objects.get()
         assert query.status == "answered" and query.answered_by == agents["coder"]
         assert [h["kind"] for h in query.hops] == ["ask", "answer"]
@@ -128,7 +132,9 @@ class TestAnswer:
         run(ctx_for("reviewer"), "peer_answer_question", query_id=asked, answer="Bearer.")
         answer = Message.objects.get(kind="answer")
         assert answer.content.endswith(
-            "Bearer.\n\nEnrichments gathered during routing:\ncoder: Auth lives in auth.py."
+            "Bearer.\n\nIt answers the question researcher (you) asked coder: Auth pattern?\n\n"
+            "Enrichments gathered during routing:\ncoder, forwarding it to reviewer: Auth lives "
+            "in auth.py."
         )
 
 
@@ -142,8 +148,11 @@ class TestForward:
             enrichment="See auth.py.",
         ) == ("Question forwarded to reviewer with enrichment.")
         forwarded = Message.objects.filter(kind="query", recipient=agents["reviewer"]).get()
-        assert forwarded.content.startswith(f"[Query from coder | ID: {asked}]")
-        assert "Relevant context:\ncoder: See auth.py." in forwarded.content
+        # The original asker, not the forwarder; the chain says who passed it on.
+        assert forwarded.content.startswith(f"[Query from researcher | ID: {asked}]")
+        assert "Relevant context:\ncoder, forwarding it to reviewer: See auth.py." in (
+            forwarded.content
+        )
         query = Query.objects.get()
         assert query.hop_count == 1 and query.hops[-1]["to"] == "reviewer"
 
@@ -183,3 +192,62 @@ class TestForward:
             )
             == "Query q-nope not found (may have expired)."
         )
+
+
+class TestInboxLine:
+    def test_an_open_question_carries_the_reply_hint_until_answered(self, ctx_for, agents, asked):
+        from tools.questions import inbox_line
+
+        message = Message.objects.get(kind="query")
+        assert inbox_line(message, agents["coder"]) == (
+            f"{message.content}\n\nYou can respond using peer_answer_question with query_id "
+            f'"{asked}", or forward the question (peer_forward_question) to another agent if '
+            "someone else is better suited to answer."
+        )
+        run(ctx_for("coder"), "peer_answer_question", query_id=asked, answer="Bearer.")
+        message.query.refresh_from_db()
+        assert inbox_line(message, agents["coder"]) is None
+
+    def test_a_repeated_answer_is_read_once(self, ctx_for, agents, asked, team):
+        from tools.questions import inbox_line
+
+        run(ctx_for("coder"), "peer_answer_question", query_id=asked, answer="Bearer.")
+        first = Message.objects.get(kind="answer")
+        again = services.message_add(
+            team=team,
+            content=first.content,
+            kind="answer",
+            author=agents["coder"],
+            recipient=agents["researcher"],
+            query=first.query,
+        )
+        assert inbox_line(first, agents["researcher"]) == first.content
+        assert inbox_line(again, agents["researcher"]) is None
+
+    def test_the_asker_cannot_answer_or_forward_its_own_question(self, ctx_for, asked):
+        assert "yourself" in run(
+            ctx_for("researcher"), "peer_answer_question", query_id=asked, answer="x"
+        )
+        assert "yourself" in run(
+            ctx_for("researcher"),
+            "peer_forward_question",
+            query_id=asked,
+            target="reviewer",
+            enrichment="x",
+        )
+        assert Query.objects.get().status == "open"
+
+    def test_digests(self, ctx_for, asked):
+        ask = registry.execute("peer_ask_question", {"question": "Which DB?"}, ctx_for("reviewer"))
+        key = query_id(ask.text)
+        assert ask.digest == f'You asked everyone (query {key}): "Which DB?"'
+        forward = registry.execute(
+            "peer_forward_question",
+            {"query_id": asked, "target": "reviewer", "enrichment": "See auth.py."},
+            ctx_for("coder"),
+        )
+        assert forward.digest == f'You forwarded {asked} to reviewer adding: "See auth.py."'
+        answer = registry.execute(
+            "peer_answer_question", {"query_id": asked, "answer": "Bearer."}, ctx_for("reviewer")
+        )
+        assert answer.digest == f'You answered {asked} from researcher: "Bearer."'
