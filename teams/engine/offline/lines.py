@@ -21,7 +21,7 @@ from teams.engine.offline.transcript import (
     result_of,
     short,
 )
-from tools.consult import AskMulti
+from tools.consult import AskMulti, ReadConsultation
 from tools.context import ContextOffload, ContextRetrieve
 from tools.questions import PeerAnswerQuestion, PeerAskQuestion, PeerForwardQuestion
 from tools.workspace import FileRead, FileWrite
@@ -169,7 +169,8 @@ def after_output_tool(result, last, facts, wrote) -> str | None:
             return f"{CONSULTED} on the plan: none answered, so we go on with our own."
         return (
             f"{CONSULTED} on the plan: {answered['done']} of {answered['asked']} answered. "
-            "Their points are in the Consultations panel; let's weigh them before we commit."
+            f"Each answer is kept: {ReadConsultation.name}(id) shows one in full. Let's "
+            "weigh them before we commit."
         )
     return None
 

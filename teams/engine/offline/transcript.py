@@ -21,7 +21,7 @@ NOT_AGENTS = frozenset({"", "pm", "system"})  # "": an entry with no speaker
 # hint on how to reply).
 QUERY = re.compile(
     r"\[Query from (?P<sender>[^|\]\n]+) \| ID: (?P<key>q-[0-9a-f]+)\]\n(?P<question>.*?)"
-    r"(?=\n\nRelevant context:|\n\nYou can respond using|\Z)",
+    r"(?=\n\nRelevant context|\n\nYou can respond using|\Z)",
     re.DOTALL,
 )
 MENTION = re.compile(r"(?<![\w@])@(?P<name>[\w-]+)")
