@@ -22,6 +22,7 @@ from teams.models import (
     Anchor,
     AnchorRevision,
     ApiToken,
+    ConsultantProfile,
     Message,
     Query,
     Team,
@@ -122,12 +123,15 @@ def team_create(
 
 
 @transaction.atomic
-def team_update(*, team: Team, fields: list[str]) -> Team:
+def team_update(*, team: Team, fields: list[str], consultants: list[str] | None = None) -> Team:
     """Save the settings a person changed on `team`, and nothing else: a stale form
-    never writes back status, phase, turn count or spend."""
+    never writes back status, phase, turn count or spend. `consultants` (profile
+    names), when given, replaces the profiles its agents may ask."""
     unknown = set(fields) - set(TEAM_SETTINGS)
     if unknown:
         raise InvalidInput(f"Not a team setting: {', '.join(sorted(unknown))}.")
+    if consultants is not None:
+        team_consultants_set(team=team, names=consultants)
     for field in fields:
         if isinstance(getattr(team, field), str):
             text_check(getattr(team, field), field=field)
@@ -144,6 +148,19 @@ def team_update(*, team: Team, fields: list[str]) -> Team:
     with integrity_as(Conflict(f"A team with slug {team.slug!r} already exists.", field="slug")):
         team.save(update_fields=[*fields, *rearmed, "updated_at"])
     return team
+
+
+def team_consultants_set(*, team: Team, names: list[str]) -> None:
+    """The consultant profiles `team`'s agents may ask, by name; an unknown name
+    changes nothing."""
+    profiles = list(ConsultantProfile.objects.filter(name__in=names))
+    missing = sorted(set(names) - {p.name for p in profiles})
+    if missing:
+        known = ", ".join(ConsultantProfile.objects.values_list("name", flat=True)) or "none"
+        raise InvalidInput(
+            f"No consultant profile named {missing[0]!r}. Profiles: {known}.", field="consultants"
+        )
+    team.consultants.set(profiles)
 
 
 @transaction.atomic

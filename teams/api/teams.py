@@ -6,7 +6,9 @@ from teams import cloning, services, team_actions
 from teams.api.auth import caller
 from teams.api.schemas.common import responses
 from teams.api.schemas.teams import TeamCloneIn, TeamIn, TeamOut, TeamPatch
+from teams.errors import InvalidInput
 from teams.lifecycle import PM_ACTIONS
+from tools import registry
 
 router = Router(tags=["teams"])
 
@@ -17,7 +19,7 @@ WORKSPACE_DOING = "set a team's workspace folder (a folder on the server)"
 @router.get("/teams", response=responses({200: list[TeamOut]}), operation_id="teams_list")
 def teams_list(request):
     """The teams this caller may reach: a team token's own; a user's managed teams."""
-    teams = caller(request).teams().prefetch_related("agents").order_by("slug")
+    teams = caller(request).teams().prefetch_related("agents", "consultants").order_by("slug")
     return [TeamOut.of(team) for team in teams]
 
 
@@ -46,12 +48,18 @@ def teams_update(request, team: str, payload: TeamPatch):
     who = caller(request)
     row = who.team(team)
     who.require_pm("change the team's settings")
-    fields = list(payload.model_dump(exclude_unset=True))
-    if "workspace" in fields:
+    given = payload.model_dump(exclude_unset=True, exclude_none=True)
+    if "workspace" in given:
         who.require_superuser(WORKSPACE_DOING)
-    for field in fields:
-        setattr(row, field, getattr(payload, field))
-    services.team_update(team=row, fields=fields)
+    consultants = given.pop("consultants", None)
+    for tool in given.get("tool_access", {}):
+        if registry.get(tool) is None:
+            raise InvalidInput(
+                f"No tool named {tool!r}; GET /api/tools lists them.", field="tool_access"
+            )
+    for field, value in given.items():
+        setattr(row, field, value)
+    services.team_update(team=row, fields=list(given), consultants=consultants)
     row.refresh_from_db()
     return TeamOut.of(row)
 

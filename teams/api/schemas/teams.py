@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from teams import lifecycle
+from teams import lifecycle, phase_guide
 from teams.api.schemas.agents import AgentIn, AgentOut
 from teams.api.schemas.common import In
 from teams.models import (
@@ -27,6 +27,19 @@ NAME_MAX = Team._meta.get_field("name").max_length
 PhaseName = Annotated[str, Field(min_length=1, max_length=PHASE_NAME_MAX)]
 PHASES_HELP = f"Phase names in order, each at most {PHASE_NAME_MAX} characters."
 PLAN_HELP = "Markdown; its '## Plan' section is what agents see when they think back."
+GUIDE_HELP = (
+    "The team's own phase lines, {phase: {\"produce\": text, role: text}}: what a phase "
+    "should produce and each role's part in it; what is missing comes from Loom's defaults."
+)
+ACCESS_HELP = (
+    "Who may use a tool, {tool: {\"roles\": [...], \"phases\": [...]}} (an empty list: "
+    "all); a tool not listed keeps its default (GET /api/tools)."
+)
+
+
+class ToolAccess(BaseModel):
+    roles: list[str] | None = Field(None, description="Roles allowed; empty: every role.")
+    phases: list[str] | None = Field(None, description="Phases allowed; empty: every phase.")
 
 
 class TeamIn(In):
@@ -60,6 +73,15 @@ class TeamPatch(In):
     workspace: str = Field(None, max_length=500)
     max_turns: int = Field(None, ge=1, le=1_000_000)
     max_cost_usd: Decimal = Field(None, ge=0, max_digits=10, decimal_places=4)
+    phase_guide: dict[str, dict[str, str]] = Field(None, description=GUIDE_HELP)
+    tool_access: dict[str, ToolAccess] = Field(None, description=ACCESS_HELP)
+    max_anchors: int = Field(None, ge=0, le=1000, description="Most anchors the team may have.")
+    anchor_value_limit: int = Field(
+        None, ge=1, le=HUMAN_TEXT_LIMIT, description="Most characters of an agent-saved anchor."
+    )
+    consultants: list[str] = Field(
+        None, max_length=100, description="Names of the consultant profiles its agents may ask."
+    )
 
 
 class TeamCloneIn(In):
@@ -89,6 +111,14 @@ class TeamOut(BaseModel):
     turn_count: int
     max_cost_usd: str
     spent_usd: str
+    phase_guide: dict[str, dict[str, str]] = Field(description="The team's own phase lines.")
+    effective_phase_guide: dict[str, dict[str, str]] = Field(
+        description="Every phase's lines as the agents read them (the team's, else Loom's)."
+    )
+    tool_access: dict = Field(description=ACCESS_HELP)
+    max_anchors: int
+    anchor_value_limit: int
+    consultants: list[str] = Field(description="The consultant profiles its agents may ask.")
     agents: list[AgentOut]
     created_at: datetime
     updated_at: datetime
@@ -110,6 +140,12 @@ class TeamOut(BaseModel):
             turn_count=team.turn_count,
             max_cost_usd=f"{team.max_cost_usd:.4f}",
             spent_usd=f"{team.spent_usd:.6f}",
+            phase_guide=team.phase_guide,
+            effective_phase_guide=phase_guide.effective_guide(team),
+            tool_access=team.tool_access,
+            max_anchors=team.max_anchors,
+            anchor_value_limit=team.anchor_value_limit,
+            consultants=sorted(p.name for p in team.consultants.all()),
             agents=[AgentOut.model_validate(a) for a in team.agents.all()],
             created_at=team.created_at,
             updated_at=team.updated_at,
