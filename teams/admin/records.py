@@ -5,7 +5,7 @@ from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from teams import consultations, selectors
+from teams import consultations, requests, selectors
 from teams.admin.fragments import fragment
 from teams.admin.scoping import HistoryAdminMixin, HistoryInline, TeamScopedAdmin
 from teams.errors import LoomError
@@ -37,7 +37,28 @@ class MessageAdmin(HistoryAdminMixin, TeamScopedAdmin):
 
 class TurnStepInline(HistoryInline):
     model = TurnStep
-    fields = ("index", "kind", "content", "input_tokens", "output_tokens", "created_at")
+    fields = (
+        "index",
+        "kind",
+        "content",
+        "request_sent",
+        "input_tokens",
+        "output_tokens",
+        "created_at",
+    )
+
+    @admin.display(description="what the model read")
+    def request_sent(self, obj):
+        """A model step's request exactly as sent (as `manage.py team prompt` prints it)."""
+        request = requests.request_unpack(obj.request)
+        if request is None:
+            return "—"
+        text = requests.request_text(request)
+        return format_html(
+            "<details><summary>request ({} characters)</summary><pre>{}</pre></details>",
+            f"{len(text):,}",
+            text,
+        )
 
 
 @admin.register(Turn)

@@ -1,12 +1,14 @@
 """What a PM edits: teams (with their agents and anchors inline), agents, anchors
 and the PM requests they answer."""
 
+import json
+
 from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from teams import cloning, pm_requests, selectors, services, team_actions
+from teams import cloning, phase_guide, pm_requests, selectors, services, team_actions
 from teams.admin.forms import PMRequestAnswerForm
 from teams.admin.fragments import fragment
 from teams.admin.scoping import HistoryInline, ScopedChoicesMixin, TeamScopedAdmin
@@ -92,10 +94,24 @@ class TeamAdmin(TeamScopedAdmin):
         "updated_at",
         "where_the_money_goes",
         "tokens_by_agent",
+        "effective_phase_guide",
     )
     fieldsets = (
         (None, {"fields": ("slug", "name", "goal", "plan", "phases", "workspace", "managers")}),
         ("Budgets", {"fields": ("max_turns", "max_cost_usd")}),
+        (
+            "What the agents read and may do",
+            {
+                "fields": (
+                    "phase_guide",
+                    "effective_phase_guide",
+                    "tool_access",
+                    "consultants",
+                    "max_anchors",
+                    "anchor_value_limit",
+                )
+            },
+        ),
         ("Where the money goes", {"fields": ("where_the_money_goes", "tokens_by_agent")}),
         (
             "Live state",
@@ -134,7 +150,14 @@ class TeamAdmin(TeamScopedAdmin):
             return "—"
         return format_html('<a href="{}">watch live ›</a>', reverse("team-live", args=[obj.slug]))
 
-    filter_horizontal = ("managers",)
+    @admin.display(description="phase lines as agents read them")
+    def effective_phase_guide(self, obj):
+        if obj.pk is None:
+            return "—"
+        text = json.dumps(phase_guide.effective_guide(obj), indent=2, ensure_ascii=False)
+        return format_html("<pre>{}</pre>", text)
+
+    filter_horizontal = ("managers", "consultants")
     inlines = (AgentInline, AnchorInline)
     actions = ("start_teams", "pause_teams", "resume_teams", "run_again")
 

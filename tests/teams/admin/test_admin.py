@@ -417,3 +417,23 @@ def test_an_anchor_edited_in_the_admin_keeps_its_history_and_author(admin_client
     anchor = Anchor.objects.get(pk=anchor.pk)
     assert anchor.value == "Python 3.11" and anchor.updated_by == "pm (admin)"
     assert [r.value for r in anchor.revisions.order_by("id")] == ["Python", "Python 3.11"]
+
+
+def test_a_turns_page_shows_what_the_model_read(admin_client, team, messages_api):
+    from teams import team_actions
+    from tests.fakes.messages_api import text
+    from tests.helpers import drain
+
+    messages_api(lambda request: text("Welcome <b>team</b>."))
+    team_actions.team_start(team=team)
+    (turn,) = drain(team, limit=1)
+    page = admin_client.get(reverse("admin:teams_turn_change", args=[turn.pk])).content.decode()
+    assert "What the model read" in page and "It is your turn, coach." in page
+    assert "Your name is coach and your role is coach." in page
+    assert "<b>team</b>" not in page  # the model's words are escaped
+
+
+def test_team_page_shows_the_phase_lines_agents_read(admin_client, team):
+    page = admin_client.get(reverse("admin:teams_team_change", args=[team.pk])).content.decode()
+    assert "Phase lines as agents read them" in page
+    assert "say what is feasible and what would be costly to build" in page

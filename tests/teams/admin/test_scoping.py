@@ -89,13 +89,16 @@ def snapshot() -> dict:
 def scoped_choices(form) -> list:
     """The rows a form's foreign-key and many-to-many fields offer (not an inline
     form's hidden own id: the formset only ever looks it up among the parent's rows,
-    see test_an_inline_cannot_reach_another_teams_row)."""
+    see test_an_inline_cannot_reach_another_teams_row; nor the consultant profiles,
+    which are site-wide: every team may enable any of them)."""
     offered = []
     for name, field in form.fields.items():
         if name == form._meta.model._meta.pk.name:
             continue
         queryset = getattr(field, "queryset", None)
-        if queryset is not None and queryset.model._meta.app_label == "teams":
+        if queryset is None or queryset.model is ConsultantProfile:
+            continue
+        if queryset.model._meta.app_label == "teams":
             offered.append(list(queryset))
     return offered
 
