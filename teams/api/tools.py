@@ -18,19 +18,35 @@ from tools.base import Tool
 router = Router(tags=["tools"])
 
 
-@router.get("/tools", response=responses({200: list[ToolOut]}), operation_id="tools_list")
-def tools_list(request):
-    """Every tool: its name, description, input schema and who has it."""
-    return [
-        ToolOut(
+@router.get("/tools", response=responses({200: list[ToolOut]}, 404), operation_id="tools_list")
+def tools_list(request, team: str | None = None):
+    """Every tool: its name, description, input schema and who has it; with `team`,
+    who has it in that team (its tool access) and the schema its agents get."""
+    row = caller(request).team(team) if team else None
+    return [_tool_out(tool, row) for tool in registry.all_tools()]
+
+
+def _tool_out(tool: type[Tool], team) -> ToolOut:
+    if team is None:
+        roles, phases, rule = tool.roles, tool.phases, tool.phase_rule
+        return ToolOut(
             name=tool.name,
             description=tool.description,
             input_schema=tool.definition()["input_schema"],
-            roles=sorted(tool.roles) if tool.roles is not None else None,
-            phases=sorted(tool.phases) if tool.phases is not None else None,
+            roles=sorted(roles) if roles is not None else None,
+            phases=sorted(phases) if phases is not None else None,
+            phase_rule=rule[0] if rule else "",
         )
-        for tool in registry.all_tools()
-    ]
+    roles, allowed, _words = tool.access(team)
+    phases = [phase for phase in team.phases if allowed(phase)]
+    definition = tool.definition_for(team)
+    return ToolOut(
+        name=tool.name,
+        description=definition["description"],
+        input_schema=definition["input_schema"],
+        roles=sorted(roles) if roles is not None else None,
+        phases=None if len(phases) == len(team.phases) else phases,
+    )
 
 
 def run_tool(who: Caller, tool: type[Tool], team: str, agent: str, params) -> ToolCallOut:

@@ -10,7 +10,12 @@ class ToolOut(BaseModel):
     description: str
     input_schema: dict = Field(description="The Anthropic tool definition's input schema.")
     roles: list[str] | None = Field(description="The roles that have it; null: every role.")
-    phases: list[str] | None = Field(description="The phases it is offered in; null: all.")
+    phases: list[str] | None = Field(
+        description="The phases it is offered in (of the team asked about); null: all."
+    )
+    phase_rule: str = Field(
+        "", description="Its default phases in words, when a rule decides them (no team given)."
+    )
 
 
 class TurnEndOut(BaseModel):

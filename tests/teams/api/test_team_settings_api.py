@@ -44,3 +44,15 @@ def test_consultants_are_enabled_per_team(api, team, other_team):
     assert response.status_code == 200 and response.json()["consultants"] == ["critic"]
     assert not other_team.consultants.exists()
     assert api.patch("/teams/alpha", {"consultants": []}).json()["consultants"] == []
+
+
+def test_the_tool_list_says_who_has_each_tool_in_a_team(api, team):
+    default = {t["name"]: t for t in api.get("/tools").json()}
+    assert default["file_write"]["roles"] == ["coder", "reviewer"]
+    assert default["file_write"]["phase_rule"].startswith("implementation-like phases")
+    in_alpha = {t["name"]: t for t in api.get("/tools", team="alpha").json()}
+    assert in_alpha["file_write"]["phases"] == ["implementation"]
+    api.patch("/teams/alpha", {"tool_access": {"file_write": {"roles": ["tester"]}}})
+    in_alpha = {t["name"]: t for t in api.get("/tools", team="alpha").json()}
+    assert in_alpha["file_write"]["roles"] == ["tester"]
+    assert api.get("/tools", team="nope").status_code == 404
