@@ -52,7 +52,7 @@ DEFAULT_GUIDE: dict[str, dict[str, str]] = {
         "produce": "a review of the result against the goal, with its outcome",
         "coach": "have the result reviewed against the goal; close with the outcome",
         "researcher": "check the result against the facts and risks you raised",
-        "coder": "walk the others through what was built and fix what they find",
+        "coder": "walk the others through what was built and answer what they find",
         "reviewer": "review the written files against the goal and the plan",
         "tester": "check the result as you planned to",
         "external": "check the result from your program's side",

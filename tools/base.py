@@ -92,11 +92,12 @@ class Tool:
         """One line for the agent's record of its own actions, which its later
         requests in the phase carry; "" keeps no record. Tools override it to say what
         matters ("you asked coder q-…"); the default names the call and its result."""
-        arguments = ", ".join(
-            f"{key}={_short(value, 60)!r}"
+        arguments = "; ".join(
+            f"{key} {_short(value, 60)}"
             for key, value in params.model_dump(exclude_defaults=True).items()
         )
-        return f"You called {cls.name}({arguments}): {_short(result.text, 160)}"
+        given = f" ({arguments})" if arguments else ""
+        return f"You used {cls.name}{given}. Result: {_short(result.text, 160)}"
 
     # Who has the tool by default: the roles listed, every one when None; the phases
     # listed, or those `phase_rule` accepts, every one when both are None. A team's

@@ -118,7 +118,7 @@ def _execute(tool, name: str, arguments, ctx: ToolContext, allowed) -> ToolResul
     except LoomError as exc:
         if tool.failures_are_results and not isinstance(exc, ModelError):
             text = truncate(exc.message, tool.result_limit)
-            return ToolResult(text, digest=f"You called {name}: {text[:200]}")
+            return ToolResult(text, digest=f"You used {name}. Result: {text[:200]}")
         return ToolResult(f"Error: {exc.message}", is_error=True)
     except Exception as exc:  # a bug: keep the loop alive, tell the model, log it all
         log.exception("Tool %s failed for agent %s", name, ctx.agent.name)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from django.db.models import Q, QuerySet
 
 from teams import mesh, phase_guide
+from teams.engine.reply import DEFAULT_MAX_TOKENS
 from teams.models import Agent, Anchor, Message, Team, Turn
 from teams.turns import PM_INPUT
 from tools import questions as question_tools
@@ -57,9 +58,12 @@ NORMS = "\n".join(
         f"no concerns, questions, or additions), use the {PassTurn.name} tool instead of "
         "restating agreement. Only pass when you genuinely have nothing to add; do not pass "
         "if you have any reservations.",
-        "- Act through your tools, never by describing a tool call in your text. Lines "
-        "marked [Your action] are Loom's record of your own tool calls earlier in this "
-        "phase; lines marked [Loom] are notes from the system.",
+        "- Act through your tools, never by describing a tool call in your text. Your turn "
+        "ends when you reply with text and no tool call (that text is your message to the "
+        f"team) or when you call {PassTurn.name}; make any tool calls you need before that.",
+        "- Lines marked [Your action] are Loom's record of your own tool calls earlier in "
+        "this phase (their full results are not kept: call a tool again to see one); "
+        "lines marked [Loom] or [system] are notes from Loom, not from a teammate.",
         f"- Your intent: Loom declares a trajectory for you at the start of each phase. "
         f"Refine it with {DeclareIntent.name} when your aim changes, and set your tactic "
         f"and next action with {MapContext.name} when you start a new piece of work. The "
@@ -104,9 +108,15 @@ GENERIC_FACILITATION = (
 )
 CLOSING = (
     f"When every other agent passed since you last spoke, the team agrees: if this "
-    f"phase's work is done, call {DONE} rather than asking again. Your summary is all "
-    "that later phases see of this one: give the decisions, the open items and the files "
-    "written."
+    f"phase's work is done, call {DONE} rather than asking again."
+)
+SUMMARY_LINE = (
+    "Your summary is all that later phases see of this one: give the decisions, the open "
+    "items and the files written."
+)
+LAST_SUMMARY_LINE = (
+    "This is the last phase: your summary is the team's outcome for the PM (what was "
+    "delivered, the files, what is left open)."
 )
 CONVERSATION_KINDS = [Message.Kind.CHAT, Message.Kind.PM, Message.Kind.SYSTEM]
 CACHE = {"type": "ephemeral"}  # a cache breakpoint (five-minute ephemeral cache)
@@ -128,9 +138,10 @@ def request_messages(prompt: Prompt, *, cached: bool) -> list[dict]:
     return list(prompt.blocks if cached else prompt.messages)
 
 
-def facilitation(phase: str) -> str:
+def facilitation(phase: str, last: bool = False) -> str:
     text = COACH_FACILITATION.get(phase) or GENERIC_FACILITATION.format(phase=phase)
-    return f"{text}\n{CLOSING}\n{ASK_PM_LINE}"
+    summary = LAST_SUMMARY_LINE if last else SUMMARY_LINE
+    return f"{text}\n{CLOSING} {summary}\n{ASK_PM_LINE}"
 
 
 def team_line(agent: Agent, team: Team) -> str:
@@ -162,14 +173,18 @@ def phase_text(agent: Agent, team: Team, phase: str) -> str:
 
 
 def files_line(agent: Agent, team: Team) -> str:
-    """Who may write workspace files, and when (team data: Team.tool_access)."""
-    roles, phase_allowed, phases = FileWrite.access(team)
+    """Who may write workspace files, and in which of the team's phases (team data:
+    Team.tool_access)."""
+    roles, phase_allowed, _words = FileWrite.access(team)
+    phases = [p for p in team.phases if phase_allowed(p)]
+    where = ", ".join(phases) if phases else "no phase of this team"
     who = "every role" if roles is None else " and ".join(f"{r}s" for r in sorted(roles))
     if roles is not None and agent.role not in roles:
-        return f"Workspace files: you read them; {who} write them ({phases})."
+        return f"Workspace files: you read them; {who} write them (in {where})."
+    limit = f"Your reply holds at most about {DEFAULT_MAX_TOKENS:,} tokens: keep each file shorter."
     if phase_allowed(team.phase):
-        return f"Workspace files: you may write them with {FileWrite.name} in this phase."
-    return f"Workspace files: you may write them with {FileWrite.name} in {phases}."
+        return f"Workspace files: you may write them with {FileWrite.name} in this phase. {limit}"
+    return f"Workspace files: you read them now; you may write them in {where}."
 
 
 ANCHORS_INSTRUCTION = (
@@ -187,7 +202,9 @@ def anchors_block(team: Team) -> str:
     return "\n".join(["<immutable-anchors>", ANCHORS_INSTRUCTION, *lines, "</immutable-anchors>"])
 
 
-def history_queryset(agent: Agent, team: Team, phase: str | None = None) -> QuerySet[Message]:
+def history_queryset(
+    agent: Agent, team: Team, phase: str | None = None, unseen_after: int | None = None
+) -> QuerySet[Message]:
     """The phase's conversation and the agent's inbox, minus pass notes, other agents'
     tool chatter and what this agent offloaded; oldest first."""
     # Three indexed terms (phase conversation, summaries, inbox) so the database
@@ -196,8 +213,16 @@ def history_queryset(agent: Agent, team: Team, phase: str | None = None) -> Quer
         team=team, phase=phase or team.phase, recipient__isnull=True, kind__in=CONVERSATION_KINDS
     )
     summaries = Q(team=team, kind=Message.Kind.PHASE_SUMMARY)
-    # The inbox, with the agent's record of its own actions from this phase only.
-    inbox = Q(recipient=agent) & (~Q(kind=Message.Kind.TOOL_CALL) | Q(phase=phase or team.phase))
+    # The inbox. Its own action records only from this phase; answers and peer notes
+    # from this phase, or from an earlier one when its last request did not have them
+    # yet (one that arrived as the phase closed); earlier ones live in the summaries.
+    records = Q(kind=Message.Kind.TOOL_CALL)
+    notes = Q(kind__in=[Message.Kind.ANSWER, Message.Kind.PEER])
+    this_phase = Q(phase=phase or team.phase)
+    unseen = Q(id__gt=unseen_after or 0)
+    inbox = Q(recipient=agent) & (
+        (records & this_phase) | (notes & (this_phase | unseen)) | ~(records | notes)
+    )
     return (
         Message.objects.filter(phase_conversation | summaries | inbox)
         .exclude(kind=Message.Kind.PASS_NOTE)
@@ -209,10 +234,14 @@ def history_queryset(agent: Agent, team: Team, phase: str | None = None) -> Quer
 
 
 def history_messages(
-    agent: Agent, team: Team, until_id: int | None = None, phase: str | None = None
+    agent: Agent,
+    team: Team,
+    until_id: int | None = None,
+    phase: str | None = None,
+    unseen_after: int | None = None,
 ) -> list[Message]:
     """What the agent sees on a turn whose snapshot ends at `until_id`."""
-    messages = history_queryset(agent, team, phase)
+    messages = history_queryset(agent, team, phase, unseen_after)
     if until_id is not None:
         messages = messages.filter(id__lte=until_id)
     return list(messages)
@@ -368,12 +397,13 @@ def build(
         phase_text(agent, team, phase),
     ]
     if agent.role == Agent.Role.COACH:
-        stable.append(facilitation(phase))
+        stable.append(facilitation(phase, last=bool(team.phases) and phase == team.phases[-1]))
     system = [
         {"type": "text", "text": "\n\n".join(p for p in stable if p), "cache_control": dict(CACHE)}
     ]
     system += anchors_system(team)
-    history = history_messages(agent, team, until_id, phase)
+    seen = previously_seen(agent, until_id)
+    history = history_messages(agent, team, until_id, phase, unseen_after=seen)
     note = mention_note(agent, history)
 
     opening = f"Team goal: {team.goal or '(none given)'}\nCurrent phase: {phase}"
@@ -399,5 +429,5 @@ def build(
         messages=[{"role": role, "content": text} for role, text in turns],
         snapshot=history,
         mention_note=note,
-        blocks=cached_blocks(entries, previously_seen(agent, until_id), tail),
+        blocks=cached_blocks(entries, seen, tail),
     )

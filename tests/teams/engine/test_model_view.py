@@ -168,7 +168,7 @@ def test_file_write_follows_the_teams_tool_access(team, messages_api):
     drain(team, limit=3)
     coder = of(api, "coder")[0]
     assert "file_write" not in coder.tool_names
-    assert "Workspace files: you read them; testers write them (review)." in coder.system_text
+    assert "Workspace files: you read them; testers write them (in review)." in coder.system_text
 
 
 def test_by_default_coders_and_reviewers_write_in_implementation_like_phases(team, messages_api):
