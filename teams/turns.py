@@ -179,21 +179,9 @@ def _turn_finished_publish(turn: Turn, team: Team) -> None:
     events.publish(events.TeamProgress.of(team), team_id=team.id)
 
 
-@transaction.atomic
-def turn_finish(
-    *,
-    turn: Turn,
-    worker: str,
-    text: str,
-    outcome: Turn.Outcome | None = None,
-    reason: str = "",
-) -> bool:
-    """Log the turn's outcome in the conversation and hand over the floor, at once.
-
-    `outcome` is how a tool (pass, PM request, phase complete) or the step limit
-    (message) ended the turn, None when the model simply stopped: then its text is
-    the message, and no text at all is a pass. False when the lease was lost to
-    another worker, which then logs the turn itself."""
+def _turn_log(turn: Turn, text: str, outcome, reason: str):
+    """Write the turn's outcome into the conversation; the outcome it had (no text and
+    no tool's end is a pass)."""
     agent, team = turn.agent, turn.team
     if outcome == Turn.Outcome.PASS or (not text and outcome is None):
         services.message_add(
@@ -218,6 +206,26 @@ def turn_finish(
                 turn=turn,
                 phase=turn.phase,
             )
+    return outcome
+
+
+@transaction.atomic
+def turn_finish(
+    *,
+    turn: Turn,
+    worker: str,
+    text: str,
+    outcome: Turn.Outcome | None = None,
+    reason: str = "",
+) -> bool:
+    """Log the turn's outcome in the conversation and hand over the floor, at once.
+
+    `outcome` is how a tool (pass, PM request, phase complete) or the step limit
+    (message) ended the turn, None when the model simply stopped: then its text is
+    the message, and no text at all is a pass. False when the lease was lost to
+    another worker, which then logs the turn itself."""
+    agent, team = turn.agent, turn.team
+    outcome = _turn_log(turn, text, outcome, reason)
     finished_at = timezone.now()
     agent.turns += 1  # as counted below, so the score includes this turn
     turn.drift_score = drift.score(agent)

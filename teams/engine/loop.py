@@ -156,27 +156,10 @@ def execute(turn: Turn, worker: str) -> None:
     prompt = prompts.build(agent, team, until_id=turn.snapshot_message_id, phase=turn.phase)
     if turn.attempts == 1:
         prompt = _offload_when_over_budget(turn, prompt)
-    tools = registry.toolset(agent, team)
-    definitions = registry.definitions(tools, team)
-    if definitions:
-        definitions[-1] = {**definitions[-1], "cache_control": {"type": "ephemeral"}}
+    tools, definitions = _turn_tools(agent, team)
     ctx = tool_context(team=team, agent=agent, turn=turn, messages=prompt.snapshot)
     messages = prompts.request_messages(prompt, cached=caches_prompts(turn.model))
-
-    # Replay what an earlier attempt already did.
-    last_model: list[dict] | None = None
-    replies: list[list[dict]] = []  # every model response's content, in order
-    results: dict[str, ToolResult] = {}  # by tool_use id, for the last model response
-    model_calls = 0
-    for step in steps:
-        if step.kind == TurnStep.Kind.MODEL:
-            if results:
-                messages.append({"role": "user", "content": _blocks(last_model, results)})
-            messages.append({"role": "assistant", "content": step.content})
-            last_model, results, model_calls = step.content, {}, model_calls + 1
-            replies.append(step.content)
-        else:
-            results[step.content[0]["tool_use_id"]] = _replayed(step)
+    last_model, replies, results, model_calls = _replay(steps, messages)
     next_index = len(steps)
     relay = _TextRelay(turn)
     ended: TurnEnd | None = None
@@ -208,16 +191,6 @@ def execute(turn: Turn, worker: str) -> None:
                 ended = TurnEnd(Turn.Outcome.MESSAGE, f"step limit ({MAX_STEPS} model calls)")
             if ended is not None:
                 break
-        if budgets.call_blocked(
-            turn=turn,
-            model=turn.model,
-            system=prompt.system,
-            messages=messages,
-            tools=definitions,
-            max_tokens=DEFAULT_MAX_TOKENS,
-        ):  # the call would cross a cost budget: not made, the team waits for the PM
-            _end_over_budget(turn, worker, replies)
-            return
         # What the model reads, kept with the step it answers (teams.requests).
         request = {
             "model": turn.model,
@@ -226,45 +199,84 @@ def execute(turn: Turn, worker: str) -> None:
             "messages": messages,
             "tools": definitions,
         }
-        try:
-            reply = provider_for(turn.model).respond(
-                model=turn.model,
-                system=prompt.system,
-                messages=messages,
-                tools=definitions,
-                on_text=relay,
-            )
-        except ModelError as exc:
-            relay.flush()
-            turns.turn_fail(turn=turn, worker=worker, error=exc.message)
+        if budgets.call_blocked(turn=turn, **request):
+            # The call would cross a cost budget: not made, the team waits for the PM.
+            _end_over_budget(turn, worker, replies)
             return
-        relay.flush()
-        with transaction.atomic():
-            TurnStep.objects.create(
-                turn=turn,
-                index=next_index,
-                kind=TurnStep.Kind.MODEL,
-                content=reply.content,
-                request=request_pack(request),
-                **reply.usage.as_fields(),
-            )
-            turn_add_usage(
-                turn=turn, model=reply.model, usage=reply.usage, renew_lease=turns.lease()
-            )
+        reply = _ask_model(turn, worker, request, relay, next_index)
+        if reply is None:
+            return
         next_index += 1
         model_calls += 1
         messages.append({"role": "assistant", "content": reply.content})
         last_model = reply.content
         replies.append(reply.content)
 
-    text = _said(replies)
     turns.turn_finish(
         turn=turn,
         worker=worker,
-        text=text,
+        text=_said(replies),
         outcome=ended.outcome if ended else None,
         reason=ended.reason if ended else "",
     )
+
+
+def _turn_tools(agent: Agent, team: Team):
+    """The agent's tools now and their definitions, the last marked for the cache."""
+    tools = registry.toolset(agent, team)
+    definitions = registry.definitions(tools, team)
+    if definitions:
+        definitions[-1] = {**definitions[-1], "cache_control": {"type": "ephemeral"}}
+    return tools, definitions
+
+
+def _replay(steps: list[TurnStep], messages: list[dict]):
+    """Replay what an earlier attempt already did into `messages`: (the last model
+    response, every response's content, the last response's tool results by id, the
+    model calls made)."""
+    last_model: list[dict] | None = None
+    replies: list[list[dict]] = []
+    results: dict[str, ToolResult] = {}
+    model_calls = 0
+    for step in steps:
+        if step.kind == TurnStep.Kind.MODEL:
+            if results:
+                messages.append({"role": "user", "content": _blocks(last_model, results)})
+            messages.append({"role": "assistant", "content": step.content})
+            last_model, results, model_calls = step.content, {}, model_calls + 1
+            replies.append(step.content)
+        else:
+            results[step.content[0]["tool_use_id"]] = _replayed(step)
+    return last_model, replies, results, model_calls
+
+
+def _ask_model(turn: Turn, worker: str, request: dict, relay: _TextRelay, index: int):
+    """One model call, kept as the turn's step with its request and usage; None when
+    it failed (the turn is failed then, and the team paused)."""
+    try:
+        reply = provider_for(turn.model).respond(
+            model=turn.model,
+            system=request["system"],
+            messages=request["messages"],
+            tools=request["tools"],
+            on_text=relay,
+        )
+    except ModelError as exc:
+        relay.flush()
+        turns.turn_fail(turn=turn, worker=worker, error=exc.message)
+        return None
+    relay.flush()
+    with transaction.atomic():
+        TurnStep.objects.create(
+            turn=turn,
+            index=index,
+            kind=TurnStep.Kind.MODEL,
+            content=reply.content,
+            request=request_pack(request),
+            **reply.usage.as_fields(),
+        )
+        turn_add_usage(turn=turn, model=reply.model, usage=reply.usage, renew_lease=turns.lease())
+    return reply
 
 
 def _said(replies: list[list[dict]]) -> str:
