@@ -195,9 +195,9 @@ class Bench:
         def offload_maybe(turn, prompt):
             return offload(turn, prompt) if bench.variant.offload else prompt
 
-        def history_maybe_whole(agent, team, phase=None):
+        def history_maybe_whole(agent, team, phase=None, unseen_after=None):
             if bench.variant.phase_scoped:
-                return history_queryset(agent, team, phase)
+                return history_queryset(agent, team, phase, unseen_after)
             return whole_history(prompts, agent, team)
 
         providers.AnthropicProvider.respond = respond_maybe_uncached
