@@ -32,7 +32,7 @@ from teams.services import human_text_check
 
 LEVELS = ("trajectory", "tactic", "action")
 PLAN_HEADING = "## Plan"
-GOAL_SHOWN = 160  # characters of the goal in a trajectory Loom declares
+GOAL_SHOWN = 80  # the goal is in every request already: the trajectory names it briefly
 
 
 def has_session(agent: Agent) -> bool:

@@ -319,12 +319,20 @@ def coach_cue(agent: Agent, team: Team, phase: str, until_id: int | None) -> str
     return f"Since you last spoke, {names} passed (nothing to add)."
 
 
+INTENT_LEVEL_CHARS = 200  # each level in the cue; scan_hierarchy shows them whole
+
+
+def _brief(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= INTENT_LEVEL_CHARS else text[: INTENT_LEVEL_CHARS - 1] + "…"
+
+
 def intent_line(agent: Agent) -> str:
     """The agent's hierarchy as it stands, so it knows what it declared."""
     levels = [agent.trajectory, agent.tactic, agent.action]
     if not any(levels):
         return ""
-    shown = " → ".join(level.strip() or "(not set)" for level in levels)
+    shown = " → ".join(_brief(level) or "(not set)" for level in levels)
     return f"Your intent (trajectory → tactic → action): {shown}"
 
 
