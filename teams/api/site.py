@@ -7,6 +7,8 @@ tests and schemathesis hold that no request reaches it."""
 
 import logging
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -100,6 +102,13 @@ def validation_error(request, exc: ValidationError):
 @api.exception_handler(HttpError)
 def http_error(request, exc: HttpError):
     return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
+
+
+@api.exception_handler(RequestDataTooBig)
+def too_big(request, exc: RequestDataTooBig):
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    detail = f"The request body is over {limit:,} bytes, the most Loom accepts."
+    return api.create_response(request, {"detail": detail}, status=413)
 
 
 @api.exception_handler(Exception)

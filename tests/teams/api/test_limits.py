@@ -69,3 +69,14 @@ def test_the_pages_form_refuses_an_over_long_goal(admin_client, team):
         "At most 20000 characters are accepted here (this text has 20001)."
     ]
     assert Team.objects.get(pk=team.pk).goal == "Ship the parser."
+
+
+def test_a_body_over_the_upload_limit_is_a_413_with_a_json_body(api, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    response = api.post(
+        "/teams/alpha/agents/coder/tools/peer_ask_question", {"question": "x" * 20_000}
+    )
+    assert response.status_code == 413
+    assert response.json() == {
+        "detail": "The request body is over 10,000 bytes, the most Loom accepts."
+    }
