@@ -250,3 +250,26 @@ def make_consultation(agent, **fields):
     return Consultation.objects.create(
         team=fields.pop("team", None) or agent.team, agent=agent, **fields
     )
+
+
+def furnish(team, agents, *, token_label="old script"):
+    """One of each thing the API's paths name, in `team`: the query researcher→coder,
+    three chat lines offloaded to a keeper of the coach's, the anchor "db", an open PM
+    request of the coach's and a team token. A namespace of query, keeper, request
+    and token."""
+    from types import SimpleNamespace
+
+    from teams import keepers, pm_requests, questions, services
+
+    query = questions.ask(
+        team=team, origin=agents["researcher"], question="Which parser?", target="coder"
+    )
+    for n in range(3):
+        services.message_add(team=team, content=f"We chose the LALR parser, note {n}.")
+    offload = keepers.offload(
+        agent=agents["coach"], messages=list(team.messages.filter(kind="chat")), topic="parser"
+    )
+    services.anchor_save(team=team, key="db", value="PostgreSQL 16", changed_by="pm")
+    request = pm_requests.pm_request_open(team=team, agent=agents["coach"], question="Scope?")
+    token, _ = services.api_token_create(team=team, label=token_label)
+    return SimpleNamespace(query=query, keeper=offload.keeper, request=request, token=token)

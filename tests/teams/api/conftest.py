@@ -4,8 +4,8 @@ behind every path parameter (a query, a keeper, an anchor, a PM request, a token
 import pytest
 from django.core.cache import cache
 
-from teams import keepers, pm_requests, questions, services, workspace
-from tests.helpers import ApiClient, api_token
+from teams import workspace
+from tests.helpers import ApiClient, api_token, furnish
 
 
 @pytest.fixture(autouse=True)
@@ -50,17 +50,7 @@ def furnished(team, agents):
     """Alpha with one of each thing the paths name: the query researcher→coder
     (key in .query.key), a keeper of the coach's, the anchor "db", an open PM
     request, a token ("old script") and the coder's file notes.md in the workspace."""
-    query = questions.ask(
-        team=team, origin=agents["researcher"], question="Which parser?", target="coder"
-    )
-    for n in range(3):
-        services.message_add(team=team, content=f"We chose the LALR parser, note {n}.")
-    offload = keepers.offload(
-        agent=agents["coach"], messages=list(team.messages.filter(kind="chat")), topic="parser"
-    )
-    services.anchor_save(team=team, key="db", value="PostgreSQL 16", changed_by="pm")
-    request = pm_requests.pm_request_open(team=team, agent=agents["coach"], question="Scope?")
-    token, _ = services.api_token_create(team=team, label="old script")
+    furnished = furnish(team, agents)
     workspace.file_write(
         team=team,
         agent=agents["coder"],
@@ -70,9 +60,4 @@ def furnished(team, agents):
         writes_this_turn=0,
     )
 
-    class Furnished:
-        pass
-
-    f = Furnished()
-    f.query, f.keeper, f.request, f.token = query, offload.keeper, request, token
-    return f
+    return furnished

@@ -35,8 +35,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from teams import keepers, pm_requests, questions, services
-from tests.helpers import api_token, make_team, make_user
+from teams import services
+from tests.helpers import api_token, furnish, make_team, make_user
 
 # Fuzzed cases per operation, besides its coverage cases; `make test` asks for fewer in
 # its second run (PostgreSQL), which repeats the same seed.
@@ -129,25 +129,15 @@ def furnished(db, settings):
     team = make_team("alpha")
     services.agent_create(team=team, name="bot", role="external")
     agents = {a.name: a for a in team.agents.all()}
-    query = questions.ask(
-        team=team, origin=agents["researcher"], question="Which parser?", target="coder"
-    )
-    for n in range(3):
-        services.message_add(team=team, content=f"We chose the LALR parser, note {n}.")
-    offload = keepers.offload(
-        agent=agents["coach"], messages=list(team.messages.filter(kind="chat")), topic="parser"
-    )
-    services.anchor_save(team=team, key="db", value="PostgreSQL 16", changed_by="pm")
-    request = pm_requests.pm_request_open(team=team, agent=agents["coach"], question="Scope?")
-    token, _ = services.api_token_create(team=team, label="program")
+    rows = furnish(team, agents, token_label="program")
     ROWS.update(
         team=["alpha"],
         agent=sorted(agents),
-        query=[query.key],
+        query=[rows.query.key],
         anchor=["db"],
-        keeper_id=[offload.keeper.id],
-        request_id=[request.id],
-        token_id=[token.id],
+        keeper_id=[rows.keeper.id],
+        request_id=[rows.request.id],
+        token_id=[rows.token.id],
     )
     key = api_token(user=make_user("root", superuser=True))
     # As Django's test client does: the connection holds the test's transaction, so
