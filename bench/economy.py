@@ -236,7 +236,10 @@ class Bench:
             max_turns=max_turns,
             agents=[{"name": n, "role": n, "model": MODEL} for n in AGENTS],
         )
-        Team.objects.filter(pk=team.pk).update(max_cost_usd=100_000)
+        # No cost cap, and no stuck checks: the bench measures the engine, not the PM.
+        Team.objects.filter(pk=team.pk).update(
+            max_cost_usd=100_000, max_exchanges=0, max_pass_rounds=0, max_phase_turns=0
+        )
         Agent.objects.filter(team=team).update(context_budget_tokens=self.budget)
         with FakeMessagesAPI(reply, count_tokens=True, min_cache_tokens=1024) as api:
             self.settings.ANTHROPIC_API_KEY = "sk-bench"

@@ -37,6 +37,10 @@ def main():
         action="store_true",
         help="one phase (the history grows every turn) and a replay model",
     )
+    parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the turns to FILE")
+    parser.add_argument(
+        "--show-sql", action="store_true", help="print the SQL statements of the middle turn"
+    )
     args = parser.parse_args()
 
     os.environ.setdefault("LOOM_DATA_DIR", tempfile.mkdtemp(prefix="loom-bench-"))
@@ -58,15 +62,16 @@ def main():
     from teams.engine.offline import OfflineProvider as OfflineModel
     from teams.models import Team, Turn
 
-    model_seconds = [0.0]
+    model_seconds, model_cpu = [0.0], [0.0]
     respond = _replay if args.single_phase else OfflineModel.respond
 
     def timed_respond(self, **kwargs):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         try:
             return respond(self, **kwargs)
         finally:
             model_seconds[0] += time.perf_counter() - start
+            model_cpu[0] += time.process_time() - cpu_start
 
     OfflineModel.respond = timed_respond
 
@@ -82,14 +87,27 @@ def main():
             {"name": "reviewer", "role": "reviewer"},
         ],
     )
-    Team.objects.filter(pk=team.pk).update(max_cost_usd=100_000)
+    # No cost cap, and no stuck checks: the bench measures the engine, not the PM.
+    Team.objects.filter(pk=team.pk).update(
+        max_cost_usd=100_000, max_exchanges=0, max_pass_rounds=0, max_phase_turns=0
+    )
     team_actions.team_start(team=team)
-    durations, whole = [], []
+    durations, whole, cpu = [], [], []
     statements = [0]  # SQL statements the turns ran: a figure noise cannot move
+
+    shown_sql = []  # the statements of the middle turn (--show-sql)
 
     def count_statement(execute, sql, params, many, context):
         statements[0] += 1
+        if len(durations) == args.turns // 2:
+            shown_sql.append(sql)
         return execute(sql, params, many, context)
+
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
 
     outcomes = {}
     calibration = []  # the same pure-Python work before each 100 turns
@@ -103,19 +121,31 @@ def main():
             continue
         if len(durations) % 100 == 0 and len(calibration) * 100 <= len(durations):
             calibration.append(_calibrate())
-        model_seconds[0] = 0.0
+        model_seconds[0] = model_cpu[0] = 0.0
+        cpu_start = time.process_time()
         start = time.perf_counter()
+        if profiler:
+            profiler.enable()
         with connection.execute_wrapper(count_statement):
             done = loop.run_turn(turn.id, "bench")
+        if profiler:
+            profiler.disable()
         elapsed = time.perf_counter() - start
         whole.append(elapsed * 1000)
         durations.append((elapsed - model_seconds[0]) * 1000)
-        outcomes[done.outcome] = outcomes.get(done.outcome, 0) + 1
+        cpu.append((time.process_time() - cpu_start - model_cpu[0]) * 1000)
+        outcomes[str(done.outcome)] = outcomes.get(str(done.outcome), 0) + 1
 
     def summary(values):
         ordered = sorted(values)
         return statistics.median(ordered), ordered[int(len(ordered) * 0.95) - 1]
 
+    if profiler:
+        profiler.dump_stats(args.profile)
+    if args.show_sql:
+        print(f"the SQL statements of turn {args.turns // 2 + 1} ({len(shown_sql)}):")
+        for sql in shown_sql:
+            print("  ", sql[:200])
     first, last = summary(durations[:100]), summary(durations[-100:])
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     from django.conf import settings
@@ -129,6 +159,12 @@ def main():
     print(f"first 100 turns: median {first[0]:.2f} ms, p95 {first[1]:.2f} ms")
     print(f"last 100 turns:  median {last[0]:.2f} ms, p95 {last[1]:.2f} ms")
     print(f"last/first median ratio: {last[0] / first[0]:.2f}")
+    cpu_first, cpu_last = summary(cpu[:100]), summary(cpu[-100:])
+    print(
+        f"CPU time of the process per turn (noise moves it less): first 100 median "
+        f"{cpu_first[0]:.2f} ms, last 100 median {cpu_last[0]:.2f} ms, "
+        f"ratio {cpu_last[0] / cpu_first[0]:.2f}"
+    )
     # Growth shows as a trend here; a noisy machine as scatter around one level.
     blocks = [statistics.median(durations[i : i + 100]) for i in range(0, len(durations), 100)]
     print("median of each 100 turns (ms):", " ".join(f"{b:.1f}" for b in blocks))

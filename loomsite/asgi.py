@@ -19,6 +19,7 @@ from django.http import Http404  # noqa: E402
 from django.http.request import is_same_domain, validate_host  # noqa: E402
 
 from teams.live.routing import channel_routes, websocket_urlpatterns  # noqa: E402
+from teams.mcp.asgi import MCPMount  # noqa: E402
 
 if settings.SECRET_KEY_IS_DEFAULT:
     logging.getLogger("loom").warning(
@@ -132,7 +133,8 @@ application = ProtocolTypeRouter(
     {
         # Static files straight from the apps: the embedded mode needs no collectstatic
         # (put a web server or CDN in front in the scaled-out mode).
-        "http": StaticFiles(django_asgi_app),
+        # /mcp: the MCP endpoint (teams.mcp), in front of Django.
+        "http": MCPMount(StaticFiles(django_asgi_app)),
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         "channel": channel_routes,
     }

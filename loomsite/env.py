@@ -31,6 +31,11 @@ REDIS_SCHEMES = {"redis", "rediss", "unix"}
 # may hold a password.
 SECRET_VARIABLES = {"LOOM_SECRET_KEY", "ANTHROPIC_API_KEY", "LOOM_DATABASE_URL", "LOOM_REDIS_URL"}
 
+# A connection is kept and reused by its thread (a turn worker's thread, a request's)
+# for this many seconds, checked before its first use in each turn or request and
+# replaced when it fails: opening one per turn cost a turn more CPU than its queries.
+CONN_MAX_AGE = 600
+
 SQLITE_OPTIONS = {
     # IMMEDIATE takes the write lock at BEGIN, so two writers queue on the busy
     # timeout instead of failing with "database is locked" on lock upgrade.
@@ -70,7 +75,7 @@ def parse_database_url(url: str) -> dict:
         raise ValueError("is a sqlite URL without a file path (sqlite:///loom.sqlite3)")
     try:
         config: dict[str, Any] = dict(
-            dj_database_url.parse(url, conn_max_age=0, conn_health_checks=True)
+            dj_database_url.parse(url, conn_max_age=CONN_MAX_AGE, conn_health_checks=True)
         )
     except ValueError as exc:
         raise ValueError(f"is not a valid URL: {exc}") from None
@@ -98,6 +103,8 @@ def _sqlite(path: str | Path) -> dict:
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": str(path),
         "OPTIONS": dict(SQLITE_OPTIONS),
+        "CONN_MAX_AGE": CONN_MAX_AGE,
+        "CONN_HEALTH_CHECKS": True,
         "TEST": {"NAME": test_name},
     }
 
@@ -249,6 +256,11 @@ class LoomEnv(BaseSettings):
     trusted_proxies: Annotated[int, EmptyIsUnset] = Field(
         0, ge=0, le=5, validation_alias="LOOM_TRUSTED_PROXIES"
     )
+    # Failed logins from one address, any usernames, within the 15-minute cool-off that
+    # lock the address out (loomsite.lockout); one user's own limit stays 5.
+    login_address_failures: Annotated[int, EmptyIsUnset] = Field(
+        20, ge=5, le=1000, validation_alias="LOOM_LOGIN_ADDRESS_FAILURES"
+    )
     # NoDecode: a comma list, not the JSON pydantic-settings expects for a list.
     allowed_hosts: Annotated[list[str], NoDecode, BeforeValidator(_hosts)] = Field(
         list(DEFAULT_HOSTS), validation_alias="LOOM_ALLOWED_HOSTS"
@@ -279,6 +291,20 @@ class LoomEnv(BaseSettings):
     webhook_max_attempts: Annotated[int, EmptyIsUnset] = Field(
         8, ge=1, le=30, validation_alias="LOOM_WEBHOOK_MAX_ATTEMPTS"
     )
+    # Deliveries one process sends at once (threads; each waits on its receiver).
+    webhook_concurrency: Annotated[int, EmptyIsUnset] = Field(
+        4, ge=1, le=32, validation_alias="LOOM_WEBHOOK_CONCURRENCY"
+    )
+    # The outbound guard (teams.outbound): on, URLs people give (webhooks, consultants)
+    # may lead to loopback, private, link-local and CGNAT addresses (an intranet; tests).
+    outbound_allow_private: Annotated[bool, BeforeValidator(_boolean)] = Field(
+        False, strict=True, validation_alias="LOOM_OUTBOUND_ALLOW_PRIVATE"
+    )
+    # MCP servers: seconds one connection, listing or tool call may take (then the
+    # server is marked unhealthy and its connection restarted).
+    mcp_timeout: Annotated[float, EmptyIsUnset] = Field(
+        60.0, ge=0.1, le=3600, validation_alias="LOOM_MCP_TIMEOUT"
+    )
     # Turn leases: a running turn's lease lasts this many seconds and its worker renews
     # it every quarter of that (a heartbeat), so a dead worker's turn is re-queued by the
     # sweeper within about a lease while a slow model call keeps its turn.
@@ -297,6 +323,11 @@ class LoomEnv(BaseSettings):
     # /healthz answers 503 once the oldest queued turn has waited this many seconds.
     health_max_queue_age: Annotated[float, EmptyIsUnset] = Field(
         60.0, ge=1, le=86_400, validation_alias="LOOM_HEALTH_MAX_QUEUE_AGE"
+    )
+    # GET /metrics: with a token, only `Authorization: Bearer <token>` is answered;
+    # without one, only loopback clients are (teams.metrics, loomsite.metrics).
+    metrics_token: Annotated[str | None, EmptyIsUnset] = Field(
+        None, min_length=16, validation_alias="LOOM_METRICS_TOKEN"
     )
     # None: the application picks the default model when it calls one.
     model: Annotated[str | None, EmptyIsUnset, AfterValidator(_model_id)] = Field(

@@ -65,6 +65,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # An incoming W3C traceparent parents the work the request starts (with tracing on).
+    "loomsite.tracing.TraceContextMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -77,8 +79,10 @@ MIDDLEWARE = [
 ]
 
 # Failed logins (django-axes): five wrong passwords for one user from one address lock
-# that pair out for 15 minutes; every failure is logged ("axes" logger) and kept in the
-# admin's Axes tables. A successful login clears the count.
+# that pair out for 15 minutes, and LOOM_LOGIN_ADDRESS_FAILURES (20) from one address,
+# whatever the usernames, lock the address out (loomsite.lockout); every failure is
+# logged ("axes" logger) and kept in the admin's Axes tables. A successful login
+# clears its own user's count.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -87,6 +91,8 @@ AXES_FAILURE_LIMIT = 5
 AXES_COOLOFF_TIME = timedelta(minutes=15)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+AXES_HANDLER = "loomsite.lockout.LoginLockout"
+LOOM_LOGIN_ADDRESS_FAILURES = loom_env.login_address_failures
 # The client's address behind LOOM_TRUSTED_PROXIES appending proxies (loomsite/client_ip).
 LOOM_TRUSTED_PROXIES = loom_env.trusted_proxies
 AXES_CLIENT_IP_CALLABLE = "loomsite.client_ip.client_ip"
@@ -138,6 +144,11 @@ LOOM_MODEL = loom_env.model
 LOOM_WEBHOOK_TIMEOUT = loom_env.webhook_timeout
 LOOM_WEBHOOK_BACKOFF = loom_env.webhook_backoff
 LOOM_WEBHOOK_MAX_ATTEMPTS = loom_env.webhook_max_attempts
+LOOM_WEBHOOK_CONCURRENCY = loom_env.webhook_concurrency
+# The outbound guard (teams.outbound): URLs people give may lead to private addresses.
+LOOM_OUTBOUND_ALLOW_PRIVATE = loom_env.outbound_allow_private
+# MCP servers (teams.engine.mcp_client): seconds a connection, listing or tool call may take.
+LOOM_MCP_TIMEOUT = loom_env.mcp_timeout
 # Turn leases and health (teams.turns, teams.health): a running turn's lease in seconds
 # (renewed by its worker's heartbeat every quarter lease), a model call's timeout, and
 # the age of the oldest queued turn at which /healthz answers 503.
@@ -145,6 +156,8 @@ LOOM_TURN_LEASE = loom_env.turn_lease
 LOOM_WORKER_THREADS = loom_env.worker_threads
 LOOM_MODEL_TIMEOUT = loom_env.model_timeout
 LOOM_HEALTH_MAX_QUEUE_AGE = loom_env.health_max_queue_age
+# GET /metrics (Prometheus): a bearer token, or loopback clients only when unset.
+LOOM_METRICS_TOKEN = loom_env.metrics_token
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": f"django.contrib.auth.password_validation.{name}"}

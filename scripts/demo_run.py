@@ -24,6 +24,8 @@ from teams.models import PMRequest, Team, Turn  # noqa: E402
 ANSWERS = {
     PMRequest.Kind.BUDGET: "Stop",
     PMRequest.Kind.QUESTION: "Only the core for the first version; more later.",
+    PMRequest.Kind.APPROVAL: "Approve",
+    PMRequest.Kind.STUCK: "Let them go on",
 }
 
 
@@ -39,7 +41,7 @@ def main() -> None:
         request = PMRequest.objects.filter(team=team, status=PMRequest.Status.OPEN).first()
         if request is not None:
             answer = ANSWERS.get(request.kind, "Go on.")
-            print(f"PM answers {request.question!r}: {answer}")
+            print(f"PM answers {request.question[:70]!r}: {answer}")
             pm_requests.pm_request_answer(request_id=request.id, answer=answer)
         turn = Turn.objects.filter(team=team, status=Turn.Status.QUEUED).order_by("id").first()
         if turn is None:

@@ -8,19 +8,25 @@ agent). A team the caller may not see is NotFound, exactly as if it did not exis
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from teams.errors import NotFound, PermissionDenied
+from teams.errors import NotFound, PermissionDenied, Unauthenticated
 from teams.models import Agent, ApiToken, Team, team_slug_validator
 from teams.selectors import teams_visible_to
 
 # A token's last use is written at most this often: not one write per request.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 SLUG_MAX = Team._meta.get_field("slug").max_length
+# What a read-only token may still do: read.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+UNKNOWN_TOKEN = (
+    "Authentication required: send Authorization: Bearer <token> with a live token "
+    "(this one is unknown or revoked)."
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,25 @@ class Caller:
         if self.user is not None:
             return f"pm ({self.user.get_username()})"[:60]
         return f"token {self.token.name or self.token.prefix}"[:60]
+
+    @property
+    def read_only(self) -> bool:
+        """A read-only token: every read, no write and no tool call."""
+        return self.token is not None and self.token.read_only
+
+    def expired(self, now=None) -> bool:
+        """Has the token's expiry passed (as this caller was loaded)?"""
+        expires_at = self.token.expires_at if self.token is not None else None
+        return expires_at is not None and expires_at <= (now or timezone.now())
+
+    def require_method(self, method: str, doing: str) -> None:
+        """Refuse a read-only token anything but reading: the one check every write
+        and tool call passes (the API's auth runs it for each request)."""
+        if self.read_only and method.upper() not in SAFE_METHODS:
+            raise PermissionDenied(
+                f"This token is read-only: it may read (GET) but not {doing}. "
+                "Writes and tool calls need a token made without --read-only."
+            )
 
     @property
     def agent_id(self) -> int | None:
@@ -106,38 +131,58 @@ def caller_for_user(user) -> Caller | None:
     return Caller(user=user)
 
 
-def caller_for_key(raw_key: str) -> Caller | None:
-    """The caller an API key stands for; None for an unknown or revoked key, or an
-    account token whose user is no longer active staff."""
+def expired_message(token: ApiToken) -> str:
+    when = token.expires_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"This token expired at {when}; make a new one."
+
+
+def caller_for_token(raw_key: str) -> Caller:
+    """The caller an API key stands for, or Unauthenticated saying why not: an unknown
+    or revoked key, an expired one, or an account token whose user is no longer
+    active staff. Marks the token used."""
     if not raw_key or len(raw_key) > 200:
-        return None
+        raise Unauthenticated(UNKNOWN_TOKEN)
     token = (
         ApiToken.objects.select_related("agent", "user")
         .filter(key_hash=ApiToken.hash_key(raw_key), revoked_at__isnull=True)
         .first()
     )
     if token is None:
-        return None
+        raise Unauthenticated(UNKNOWN_TOKEN)
+    now = timezone.now()
+    if token.expires_at is not None and token.expires_at <= now:
+        raise Unauthenticated(expired_message(token))
     user = None
     if token.user_id is not None:
         user = get_user_model().objects.filter(pk=token.user_id).first()
         if caller_for_user(user) is None:
-            return None
-    now = timezone.now()
+            raise Unauthenticated(
+                "Authentication required: this account token's user is no longer active "
+                "staff, so the token acts with no rights."
+            )
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return Caller(user=user, token=token)
 
 
+def caller_for_key(raw_key: str) -> Caller | None:
+    """The caller an API key stands for; None when it is refused (caller_for_token)."""
+    try:
+        return caller_for_token(raw_key)
+    except Unauthenticated:
+        return None
+
+
 def caller_refreshed(caller: Caller) -> Caller | None:
     """The same caller as the database has it now: None once its token is revoked or
-    its user is no longer active staff (a live socket re-checks with this)."""
+    expired or its user is no longer active staff (a live socket re-checks with this)."""
     if caller.token is None:
         user = get_user_model().objects.filter(pk=caller.user.pk).first()
         return caller_for_user(user)
     token = (
         ApiToken.objects.select_related("agent")
         .filter(pk=caller.token.pk, revoked_at__isnull=True)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
         .first()
     )
     if token is None:

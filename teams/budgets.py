@@ -20,7 +20,17 @@ from teams.catalog import MILLION, price_for, price_problem
 from teams.errors import InvalidInput
 from teams.event_payloads import PMRequestOut
 from teams.lifecycle import TeamAction
-from teams.models import BUDGET_CHOICES, Agent, BudgetKind, PMRequest, Team, Turn, WebhookEvent
+from teams.models import (
+    BUDGET_CHOICES,
+    Agent,
+    BudgetKind,
+    Consultation,
+    ModelCall,
+    PMRequest,
+    Team,
+    Turn,
+    WebhookEvent,
+)
 
 WARN_PERCENT = 80
 
@@ -82,13 +92,35 @@ def budget_reached(team: Team) -> str:
 
 
 def agent_spent(agent: Agent) -> Decimal:
-    """What the agent's turns cost (their consultations and tool calls included)."""
-    total = Turn.objects.filter(agent=agent).aggregate(total=Sum("cost_usd"))["total"]
-    return Decimal(total or 0)
+    """What the agent's turns cost (their consultations and tool calls included), and
+    the model calls its tools made outside any turn (run through the API)."""
+    total = Decimal(0)
+    for rows in (
+        Turn.objects.filter(agent=agent),
+        Consultation.objects.filter(agent=agent, turn__isnull=True),
+        ModelCall.objects.filter(agent=agent, turn__isnull=True),
+    ):
+        total += Decimal(rows.aggregate(total=Sum("cost_usd"))["total"] or 0)
+    return total
 
 
 def agent_budget_reached(agent: Agent) -> bool:
     return agent.max_cost_usd is not None and agent_spent(agent) >= agent.max_cost_usd
+
+
+def spend_refusal(*, team: Team, agent: Agent) -> str:
+    """Why `agent` may not start anything that costs now, as a turn would not start
+    (teams.turns.enqueue_next): the team's cost budget or the agent's own is used up.
+    The team then pauses with a budget request (one: none while one is open), and the
+    reason is returned; "" when it may spend. For a tool run outside a turn (the API)."""
+    team = Team.objects.get(pk=team.pk)
+    if team.spent_usd >= team.max_cost_usd:
+        budget_stop(team=team, budget=BudgetKind.COST)
+        return _reason(team, BudgetKind.COST, None)
+    if agent_budget_reached(agent):
+        budget_stop(team=team, budget=BudgetKind.COST, agent=agent)
+        return _reason(team, BudgetKind.COST, agent)
+    return ""
 
 
 def call_estimate(*, model: str, system, messages, tools, max_tokens: int) -> Decimal:
@@ -133,17 +165,25 @@ class Refusal:
 
 
 def budget_refusal(
-    *, team: Team, agent: Agent | None, estimate: Decimal, about: str, reserved=Decimal(0)
+    *,
+    team: Team,
+    agent: Agent | None,
+    estimate: Decimal,
+    about: str,
+    reserved=Decimal(0),
+    fresh: bool = False,
 ) -> Refusal | None:
     """Would a call estimated at `estimate` (after `reserved` dollars of calls of the
     same batch, not yet counted) cross the team's cost budget or its agent's? Read from
-    fresh rows; None when it fits."""
-    team = Team.objects.get(pk=team.pk)
+    fresh rows (the caller's when it says they are `fresh`); None when it fits."""
+    if not fresh:
+        team = Team.objects.get(pk=team.pk)
     about = f"{about} (up to ${estimate:.2f})"
     if team.spent_usd + reserved + estimate > team.max_cost_usd:
         return Refusal(f"{about} would cross the team's cost budget; it was not made.", True)
     if agent is not None:
-        agent = Agent.objects.get(pk=agent.pk)
+        if not fresh:
+            agent = Agent.objects.get(pk=agent.pk)
         if agent.max_cost_usd is not None and (
             agent_spent(agent) + reserved + estimate > agent.max_cost_usd
         ):
@@ -182,17 +222,28 @@ def call_refusal(
     return estimate, refusal
 
 
-def call_blocked(*, turn: Turn, model: str, system, messages, tools, max_tokens: int) -> bool:
+def call_blocked(
+    *, turn: Turn, model: str, system, messages, tools, max_tokens: int, claimed: bool = False
+) -> bool:
     """Would this call of a turn cross the team's cost budget or its agent's? Then it is
     not to be made: the team pauses with a budget request (True). (A model with no
-    price is refused by its provider: the turn fails saying so.)"""
+    price is refused by its provider: the turn fails saying so.) `claimed`: the turn's
+    team and agent rows were read with its claim, just before its first call, and
+    serve as they are; later calls read them again."""
     estimate = call_estimate(
         model=model, system=system, messages=messages, tools=tools, max_tokens=max_tokens
     )
-    team = Team.objects.get(pk=turn.team_id)
-    agent = Agent.objects.get(pk=turn.agent_id)
+    if claimed:
+        team, agent = turn.team, turn.agent
+    else:
+        team = Team.objects.get(pk=turn.team_id)
+        agent = Agent.objects.get(pk=turn.agent_id)
     refusal = budget_refusal(
-        team=team, agent=agent, estimate=estimate, about=f"The next model call of {agent.name}"
+        team=team,
+        agent=agent,
+        estimate=estimate,
+        about=f"The next model call of {agent.name}",
+        fresh=True,
     )
     if refusal is None:
         return False
@@ -304,9 +355,11 @@ def _dollars(value) -> str:
 
 
 def _figure(said: str, turns_budget: bool):
+    """A new cap as the PM wrote it: ASCII digits only ("١٥٠" is no figure, as "-5" is
+    not), a decimal point for dollars."""
     if turns_budget:
-        return int(said) if re.fullmatch(r"\d{1,9}", said) else None
-    match = re.fullmatch(r"\$?\s*(\d{1,9}(?:\.\d{1,4})?)", said.replace(",", ""))
+        return int(said) if re.fullmatch(r"[0-9]{1,9}", said) else None
+    match = re.fullmatch(r"\$?\s*([0-9]{1,9}(?:\.[0-9]{1,4})?)", said.replace(",", ""))
     return Decimal(match.group(1)) if match else None
 
 

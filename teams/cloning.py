@@ -6,8 +6,8 @@ fresh counters); its current anchors (each with a revision saying where it came
 from); and a copy of its workspace folder. Nothing of the source's life comes along:
 no conversation, turns, queries, keepers, PM requests, consultations or tokens.
 
-The copy's workspace is always its own folder under the data dir
-($LOOM_DATA_DIR/workspaces/<slug>), never the source's custom folder. Regular files
+The copy's workspace is always its own default folder (named by its own UUID,
+teams.workspace), never the source's custom folder. Regular files
 and folders are copied (links and anything else are not), at most MAX_COPY_FILES
 files and MAX_COPY_BYTES bytes; the rows saying which agent wrote a file come along,
 pointing at the copy's agent of the same name, with no turn.
@@ -26,7 +26,6 @@ import shutil
 import stat
 from pathlib import Path
 
-from django.conf import settings
 from django.db import transaction
 
 from teams import services, workspace
@@ -56,22 +55,12 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEX
 
 
 def _workspaces() -> Path:
-    return Path(settings.DATA_DIR) / "workspaces"
-
-
-def _leftover(slug: str) -> bool:
-    """Does the data dir already hold files in the folder a team `slug` would use (a
-    deleted team's)? A copy never mixes with them."""
-    folder = _workspaces() / slug
-    try:
-        return folder.is_symlink() or (folder.exists() and any(folder.iterdir()))
-    except OSError:
-        return True
+    return workspace.workspaces_folder()
 
 
 def next_free_slug(slug: str) -> str:
-    """The first of "<slug>-2", "<slug>-3"... that no team has and whose workspace
-    folder is free; a numbered slug counts on ("demo-2" gives "demo-3")."""
+    """The first of "<slug>-2", "<slug>-3"... that no team has; a numbered slug counts
+    on ("demo-2" gives "demo-3")."""
     base, start = slug, 2
     numbered = NUMBERED.match(slug)
     if numbered:
@@ -81,7 +70,7 @@ def next_free_slug(slug: str) -> str:
     while True:
         suffix = f"-{n}"
         candidate = base[: SLUG_MAX - len(suffix)].rstrip("-") + suffix
-        if candidate not in taken and not _leftover(candidate):
+        if candidate not in taken:
             return candidate
         n += 1
 
@@ -144,14 +133,15 @@ def _copy_file(source: Path, target: Path) -> int:
         os.close(fd)
 
 
-def _stage_workspace(source: Team, slug: str) -> tuple[Path, dict[str, int]]:
-    """The source's files copied into a hidden staging folder, and each one's size."""
+def _stage_workspace(source: Team) -> tuple[Path, dict[str, int]]:
+    """The source's files copied into a hidden staging folder, and each one's size.
+    A custom folder that holds the teams' default folders never lends them."""
     root = workspace.workspace_root(source)
     try:
-        files, _ = _files_of(root, skip=_workspaces() / slug)
+        files, _ = _files_of(root, skip=_workspaces())
     except _TooBig:
         raise Conflict(
-            f"Team {source.slug!r}'s workspace {str(root)!r} is too big to copy: running a "
+            f"Team {source.slug!r}'s workspace is too big to copy: running a "
             f"team again copies at most {MAX_COPY_FILES:,} files and "
             f"{MAX_COPY_BYTES // (1024 * 1024)} MB. Move what it does not need out of it "
             "first."
@@ -182,13 +172,7 @@ def _slug_check(slug: str, name: str, source: Team) -> None:
     """Refuse a slug the copy cannot have, before any file is copied."""
     validated(Team(slug=slug, name=name, goal=source.goal, plan=source.plan, phases=source.phases))
     if Team.objects.filter(slug=slug).exists():
-        raise Conflict(f"A team with slug {slug!r} already exists.", field="slug")
-    if _leftover(slug):
-        raise Conflict(
-            f"The workspace folder for {slug!r} ({_workspaces() / slug}) already holds files "
-            "(an earlier team's?): choose another slug, or remove that folder.",
-            field="slug",
-        )
+        raise services.slug_unavailable(slug)
 
 
 def team_clone(*, team: Team, slug: str, name: str | None = None, user=None) -> Team:
@@ -202,20 +186,18 @@ def team_clone(*, team: Team, slug: str, name: str | None = None, user=None) -> 
     name = team.name if name is None or not name.strip() else name.strip()
     services.text_check(name, field="name")
     _slug_check(slug, name, team)
-    staging, copied = _stage_workspace(team, slug)
+    staging, copied = _stage_workspace(team)
     try:
         with transaction.atomic():
             clone = _clone_rows(team, slug=slug, name=name, user=user, copied=copied)
-            target = _workspaces() / slug
-            if target.is_dir() and not target.is_symlink() and not any(target.iterdir()):
-                target.rmdir()  # an empty folder made meanwhile: the copy takes its place
+            # The copy's own default folder, named by its own UUID: nobody's leftover.
+            target = workspace.default_root(clone)
             try:
                 os.rename(staging, target)
             except OSError as exc:
                 raise Conflict(
-                    f"The workspace folder for {slug!r} could not be made ({exc.strerror}): "
-                    "choose another slug.",
-                    field="slug",
+                    f"The copy's workspace folder could not be made ({exc.strerror}); "
+                    "nothing was stored: try again.",
                 ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone when it was moved into place

@@ -21,9 +21,12 @@ from django.conf import settings
 from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from teams import events, outbound
 from teams.catalog import Usage, cost_of
 from teams.errors import Conflict, InvalidInput, LoomError, NotFound, integrity_as, validated
+from teams.event_payloads import ConsultationBatchOut
 from teams.models import Agent, ConsultantProfile, Consultation, Team, Turn
+from teams.selectors import team_consultation_batch
 from teams.services import text_check, without_nul
 from teams.usage import team_add_usage, turn_add_usage
 
@@ -268,21 +271,47 @@ def consultation_open(
     profile: ConsultantProfile,
     request: PeerRequest,
     batch: uuid.UUID | None = None,
+    lead: bool = True,
 ) -> Consultation:
+    """The record of one consultant's consultation. The request's texts are stored on
+    the batch's lead record only (the first of an ask of several): the others keep an
+    empty prompt, and `with_batch_requests` reads the lead's."""
     return Consultation.objects.create(
         team=team,
         agent=agent,
         turn=turn,
         profile=profile,
         batch=batch or uuid.uuid4(),
-        prompt=without_nul(request.prompt),
+        prompt=without_nul(request.prompt) if lead else "",
         task_type=request.task_type,
-        relevant_files=without_nul(request.relevant_files),
+        relevant_files=without_nul(request.relevant_files) if lead else [],
         focus_areas=request.focus_areas,
-        context=without_nul(request.context),
-        custom_prompt=without_nul(request.custom_prompt),
+        context=without_nul(request.context) if lead else "",
+        custom_prompt=without_nul(request.custom_prompt) if lead else "",
         model=profile.model,
     )
+
+
+REQUEST_FIELDS = ("prompt", "relevant_files", "context", "custom_prompt")
+
+
+def with_batch_requests(rows: list[Consultation]) -> list[Consultation]:
+    """The consultations, each with its request's texts: those stored once on its
+    batch's lead record are copied onto the others (one query for all of them)."""
+    batches = {row.batch for row in rows if not row.prompt}
+    if not batches:
+        return rows
+    leads = {}
+    for lead in (
+        Consultation.objects.filter(batch__in=batches).exclude(prompt="").order_by("-id")
+    ).only("batch", *REQUEST_FIELDS):
+        leads[lead.batch] = lead  # the oldest wins
+    for row in rows:
+        lead = leads.get(row.batch) if not row.prompt else None
+        if lead is not None:
+            for name in REQUEST_FIELDS:
+                setattr(row, name, getattr(lead, name))
+    return rows
 
 
 @transaction.atomic
@@ -312,6 +341,12 @@ def consultation_close(
         turn_add_usage(turn=consultation.turn, model=model, usage=usage, is_turn_model=False)
     else:
         team_add_usage(team=consultation.team, model=model, usage=usage)
+    batch = team_consultation_batch(team=consultation.team, batch=consultation.batch)
+    if batch is not None:
+        events.publish(
+            events.ConsultationClosed(batch=ConsultationBatchOut.of(batch)),
+            team_id=consultation.team_id,
+        )
     return consultation
 
 
@@ -417,7 +452,7 @@ def consultation_of(team: Team, consultation_id: int) -> Consultation:
     )
     if found is None:
         raise NotFound(f"No consultation {consultation_id} in this team.")
-    return found
+    return with_batch_requests([found])[0]
 
 
 def profiles_enabled(team: Team) -> list[ConsultantProfile]:
@@ -461,6 +496,15 @@ PROFILE_SETTINGS = (
 )
 
 
+def base_url_check(url: str) -> None:
+    """A consultant's base URL leads to no private address (teams.outbound): the
+    requests carry the key to whatever it names."""
+    try:
+        outbound.check_url(url)
+    except outbound.Refused as exc:
+        raise InvalidInput(f"This base URL is not used: {exc.reason}.", field="base_url") from None
+
+
 @transaction.atomic
 def consultant_profile_save(*, profile: ConsultantProfile, fields: list[str]) -> ConsultantProfile:
     """Create a profile (no pk yet) or save the fields a person changed."""
@@ -470,6 +514,8 @@ def consultant_profile_save(*, profile: ConsultantProfile, fields: list[str]) ->
     for name in fields:
         if isinstance(getattr(profile, name), str):
             text_check(getattr(profile, name), field=name)
+    if "base_url" in fields and profile.base_url:
+        base_url_check(profile.base_url)  # first: its reason says more than "not a URL"
     validated(profile, exclude=[f for f in PROFILE_SETTINGS if f not in fields] or None)
     duplicate = Conflict(f"A consultant named {profile.name!r} already exists.", field="name")
     taken = ConsultantProfile.objects.filter(name=profile.name).exclude(pk=profile.pk)

@@ -42,6 +42,14 @@ class Conflict(LoomError):
     status = 409
 
 
+class Unauthenticated(LoomError):
+    """No credentials, or a token that is refused (unknown, revoked, expired); the
+    message says which, and what to do."""
+
+    code = "unauthenticated"
+    status = 401
+
+
 class PermissionDenied(LoomError):
     code = "forbidden"
     status = 403
@@ -52,6 +60,14 @@ class ModelError(LoomError):
     (no API key for the model, an unknown model id); the message says why."""
 
     code = "model_error"
+    status = 502
+
+
+class McpUnavailable(LoomError):
+    """A team's MCP server could not be reached or misbehaved (crashed, hung past
+    LOOM_MCP_TIMEOUT, answered garbage); the message says which server and why."""
+
+    code = "mcp_unavailable"
     status = 502
 
 

@@ -11,7 +11,16 @@ from datetime import datetime
 from pydantic import BaseModel as Schema
 
 from teams import lifecycle
-from teams.models import BUDGET_CHOICES, Message, PMRequest, Query, Team, Turn
+from teams.models import (
+    APPROVAL_CHOICES,
+    BUDGET_CHOICES,
+    STUCK_CHOICES,
+    Message,
+    PMRequest,
+    Query,
+    Team,
+    Turn,
+)
 
 
 class TeamStatusOut(Schema):
@@ -122,16 +131,23 @@ class PMRequestOut(Schema):
     team_id: int
     agent: str | None
     question: str
-    # "budget": answered with one of `choices` or a new cap (teams.budgets).
+    # "budget": answered with one of `choices` or a new cap (teams.budgets);
+    # "approval": with one of `choices`, a note, and to approve, edited arguments;
+    # "stuck": with one of `choices` (teams.stuck).
     kind: str = "question"
     choices: list[str] = []
     status: str
     answer: str
+    # An approval request: the tool, the arguments it would run with, the PM's note.
+    tool: str = ""
+    arguments: dict | None = None
+    note: str = ""
     created_at: datetime
 
     @classmethod
     def of(cls, request: PMRequest) -> PMRequestOut:
         budget = request.kind == PMRequest.Kind.BUDGET
+        approval = request.kind == PMRequest.Kind.APPROVAL
         return cls(
             id=request.id,
             team=request.team.slug,
@@ -140,9 +156,20 @@ class PMRequestOut(Schema):
             agent=request.agent.name if request.agent_id else None,
             question=request.question,
             kind=request.kind,
-            choices=list(BUDGET_CHOICES) if budget else [],
+            choices=list(
+                BUDGET_CHOICES
+                if budget
+                else APPROVAL_CHOICES
+                if approval
+                else STUCK_CHOICES
+                if request.kind == PMRequest.Kind.STUCK
+                else []
+            ),
             status=request.status,
             answer=request.answer,
+            tool=request.tool_name,
+            arguments=request.arguments,
+            note=request.note,
             created_at=request.created_at,
         )
 
@@ -187,4 +214,123 @@ class QueryOut(Schema):
                 for h in query.hops
             ],
             lines=query.hop_lines(),
+        )
+
+
+# --- the live view's panels (consultations, files, anchors, keepers, intents) ------
+
+
+class ConsultationOut(Schema):
+    """One consultant's part of an ask, as the live view's Consultations panel shows it."""
+
+    id: int
+    consultant: str  # the profile's name, or "(deleted consultant)"
+    model: str
+    status: str
+    status_label: str
+    confidence: float | None
+    cost_usd: str
+    duration_seconds: float | None
+    answer: str
+    key_points: list[str]
+    suggested_actions: list[dict]
+    file_references: list[dict]
+    error: str
+    dropped: list[dict]  # file references dropped, each {"path", "reason"}
+
+    @classmethod
+    def of(cls, consultation) -> ConsultationOut:
+        output = consultation.output or {}
+        return cls(
+            id=consultation.id,
+            consultant=consultation.profile.name
+            if consultation.profile_id
+            else "(deleted consultant)",
+            model=consultation.model,
+            status=consultation.status,
+            status_label=consultation.get_status_display(),
+            confidence=output.get("confidence"),
+            cost_usd=f"{consultation.cost_usd:.4f}",
+            duration_seconds=consultation.duration_seconds,
+            answer=output.get("answer", ""),
+            key_points=list(output.get("key_points") or []),
+            suggested_actions=list(output.get("suggested_actions") or []),
+            file_references=list(output.get("file_references") or []),
+            error=consultation.error,
+            dropped=list(consultation.flagged_files or []),
+        )
+
+
+class ConsultationBatchOut(Schema):
+    """One ask for a second opinion: who asked, in which turn, what, and each
+    consultant's answer side by side (selectors.team_recent_consultations' shape)."""
+
+    batch: str
+    agent: str
+    turn: int | None
+    prompt: str
+    consultations: list[ConsultationOut]
+
+    @classmethod
+    def of(cls, batch: dict) -> ConsultationBatchOut:
+        return cls(
+            batch=str(batch["batch"]),
+            agent=batch["agent"],
+            turn=batch["turn"],
+            prompt=batch["prompt"],
+            consultations=[ConsultationOut.of(c) for c in batch["consultations"]],
+        )
+
+
+class WorkspaceFileOut(Schema):
+    path: str
+    size: int
+    agent: str | None  # who wrote it last
+    turn: int | None  # in which of its turns
+    writes: int
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row) -> WorkspaceFileOut:
+        return cls(
+            path=row.path,
+            size=row.size,
+            agent=row.agent.name if row.agent_id else None,
+            turn=row.turn.number if row.turn_id else None,
+            writes=row.writes,
+            updated_at=row.updated_at,
+        )
+
+
+class AnchorOut(Schema):
+    key: str
+    value: str
+    source: str  # who pinned it, in words ("the PM", "coder in planning")
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, anchor) -> AnchorOut:
+        return cls(
+            key=anchor.key,
+            value=anchor.value,
+            source=anchor.source_text(),
+            updated_at=anchor.updated_at,
+        )
+
+
+class KeeperOut(Schema):
+    id: int
+    agent: str | None
+    topic: str
+    messages: int
+    created_at: datetime
+
+    @classmethod
+    def of(cls, keeper, messages: int) -> KeeperOut:
+        return cls(
+            id=keeper.id,
+            agent=keeper.agent.name if keeper.agent_id else None,
+            topic=keeper.topic,
+            messages=messages,
+            created_at=keeper.created_at,
         )

@@ -7,10 +7,14 @@ handlers from the declarations, so a new event cannot be forgotten by a consumer
 
 The database is the truth; these messages only wake workers and browsers. Each is
 sent after the transaction that wrote its rows commits, so nobody is told about a
-row they cannot read yet, and a lost message costs nothing but latency."""
+row they cannot read yet, and a lost message costs nothing but latency. An event for
+a team's socket (not a transient one) is also numbered in the team's sequence and
+kept (teams.event_log) in that transaction: its `seq` lets a socket see what it
+missed and read it back."""
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import threading
@@ -21,14 +25,29 @@ from asgiref.sync import async_to_sync
 from channels.exceptions import ChannelFull
 from channels.layers import get_channel_layer
 from django.db import transaction
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from teams.event_payloads import MessageOut, PMRequestOut, QueryOut, TeamStatusOut, TurnOut
+from teams import event_log, telemetry
+from teams.event_payloads import (
+    AnchorOut,
+    ConsultationBatchOut,
+    KeeperOut,
+    MessageOut,
+    PMRequestOut,
+    QueryOut,
+    TeamStatusOut,
+    TurnOut,
+    WorkspaceFileOut,
+)
+from teams.models import Message
 
 log = logging.getLogger("loom.events")
 
 TURNS_CHANNEL = "loom.turns"
 INBOX_GROUP = "pm-inbox"
+# The key of a published message naming the agent a private event is for (never sent
+# to a browser or program: the consumers take it out).
+PRIVATE_TO = "private_to"
 
 
 def team_group(team_id: int) -> str:
@@ -54,6 +73,10 @@ class Event(BaseModel):
     transient: ClassVar[bool] = False
     # Sent by a consumer to its own client on connect, never published.
     on_connect_only: ClassVar[bool] = False
+    # The agent (its id) whose private line this event carries (an inbox message: a
+    # peer message, a delivered question, an answer, a note to one agent), or None for
+    # the team's. Not part of the payload: `audience_allows` decides who gets it.
+    private_to: int | None = Field(default=None, exclude=True)
 
     def wire(self) -> dict:
         """The JSON a browser gets: the fields that were given, plus the name."""
@@ -87,6 +110,13 @@ def handler_name(name: str) -> str:
     return name.replace(".", "_")
 
 
+def audience_allows(viewer_agent_id: int | None, private_to: int | None) -> bool:
+    """May a caller acting as `viewer_agent_id` (None: a person, or a team token not
+    bound to an agent) receive an event private to `private_to` (None: not private)?
+    A token bound to an agent reads that agent's private lines only, as its /context."""
+    return private_to is None or viewer_agent_id is None or viewer_agent_id == private_to
+
+
 def for_audience(audience: Audience) -> list[type[Event]]:
     return [e for e in DECLARED.values() if e.audience & audience and not e.on_connect_only]
 
@@ -104,6 +134,8 @@ class TeamStatusChanged(TeamStatusOut, Event):
     pm_request: PMRequestOut | None = None
     # On connect only: missed messages the catch-up left out (beyond its bounds).
     catch_up_omitted: int | None = None
+    # On connect only: the team's sequence number this status is current to.
+    head: int | None = None
 
 
 @declare
@@ -143,6 +175,11 @@ class MessageCreated(Event):
     name = "message.created"
     audience = Audience.TEAM
     message: MessageOut
+
+    @classmethod
+    def of(cls, message: Message) -> MessageCreated:
+        """The event of a new message: private to its recipient when it has one."""
+        return cls(message=MessageOut.of(message), private_to=message.recipient_id)
 
 
 @declare
@@ -225,9 +262,147 @@ class BudgetWarning(Event):
         return wire["team_id"]
 
 
+# --- the live view's panels: each change, once committed ------------------------
+
+
+@declare
+class ConsultationClosed(Event):
+    """A consultant answered (or failed): its ask as it stands now, every consultant
+    of the batch side by side (teams.consultations.consultation_close)."""
+
+    name = "consultation.closed"
+    audience = Audience.TEAM
+    batch: ConsultationBatchOut
+
+
+@declare
+class FileWritten(Event):
+    """An agent wrote a workspace file (teams.workspace.file_write); `files` is how
+    many files the team's workspace holds now (the header's count)."""
+
+    name = "file.written"
+    audience = Audience.TEAM
+    file: WorkspaceFileOut
+    files: int
+
+
+@declare
+class AnchorSaved(Event):
+    """An anchor pinned or its value replaced (teams.services.anchor_save)."""
+
+    name = "anchor.saved"
+    audience = Audience.TEAM
+    anchor: AnchorOut
+    anchors: int  # how many the team holds now
+
+
+@declare
+class AnchorDeleted(Event):
+    """An anchor unpinned (teams.services.anchor_delete)."""
+
+    name = "anchor.deleted"
+    audience = Audience.TEAM
+    key: str
+    anchors: int
+
+
+@declare
+class KeeperCreated(Event):
+    """An agent offloaded part of its context to a new keeper (teams.keepers.offload)."""
+
+    name = "keeper.created"
+    audience = Audience.TEAM
+    keeper: KeeperOut
+
+
+@declare
+class AgentIntentChanged(Event):
+    """An agent's hierarchy changed (declare_intent, map_context, a new phase's
+    trajectory, an edit in the admin or the API): the drift card's levels and score."""
+
+    name = "agent.intent"
+    audience = Audience.TEAM
+    agent: str
+    trajectory: str
+    tactic: str
+    action: str
+    drift_score: int
+
+    @classmethod
+    def of(cls, agent) -> AgentIntentChanged:
+        return cls(
+            agent=agent.name,
+            trajectory=agent.trajectory,
+            tactic=agent.tactic,
+            action=agent.action,
+            drift_score=agent.drift_score,
+        )
+
+
+# --- the PM's steering, and the team asking for help --------------------------------
+
+
+class _Steered(Event):
+    """The PM steered the run (teams.steering): `agent` was chosen, nudged or sat for,
+    by `by`. A nudge's text is not in it: the message.created of the nudge carries it,
+    private to its agent."""
+
+    audience = Audience.TEAM
+    agent: str
+    by: str
+
+
+@declare
+class NextSpeakerChosen(_Steered):
+    name = "steer.next_speaker"
+
+
+@declare
+class AgentNudged(_Steered):
+    name = "steer.nudge"
+
+
+@declare
+class SeatTaken(_Steered):
+    name = "steer.seat"
+    turn_id: int
+
+
+@declare
+class DriftAlert(Event):
+    """An agent in significant drift two of its turns in a row (once per episode;
+    teams.steering.drift_alert_check): the live view and the PM inbox say so."""
+
+    name = "drift.alert"
+    audience = Audience.TEAM | Audience.INBOX
+    team: str  # the slug
+    team_id: int
+    agent: str
+    score: int
+    scores: list[int]  # its last two turns' scores, oldest first
+    text: str
+
+    @classmethod
+    def team_of(cls, wire: dict) -> int | None:
+        return wire["team_id"]
+
+
 # --- sending ---------------------------------------------------------------------
 
 _pending = threading.local()
+
+# The running event loop this process's sends go through (teams.engine.worker gives
+# its own): one loop, whose channel-layer connections every send reuses. Without one
+# each send runs async_to_sync, which from a turn's thread means a new event loop, a
+# thread and a fresh Redis connection per batch (a third of a turn's CPU, measured).
+_send_loop: asyncio.AbstractEventLoop | None = None
+SEND_TIMEOUT = 10.0
+
+
+def send_through(loop: asyncio.AbstractEventLoop | None) -> None:
+    """Send this process's events through `loop` (None: each send on its own)."""
+    global _send_loop
+    _send_loop = loop
 
 
 def publish(event: Event, *, team_id: int) -> None:
@@ -241,6 +416,13 @@ def publish(event: Event, *, team_id: int) -> None:
         raise UndeclaredEvent(f"{event.name!r} is sent on connect only, never published.")
     wire = event.wire()
     message = {"type": event.name, **{k: v for k, v in wire.items() if k != "event"}}
+    if event.private_to is not None:
+        message[PRIVATE_TO] = event.private_to
+    if event.audience & Audience.TEAM and not event.transient:
+        # Numbered and kept in this transaction: a socket that misses it reads it back.
+        message["seq"] = event_log.live_event_record(
+            team_id=team_id, name=event.name, wire=wire, private_to=event.private_to
+        )
     sends = []
     if event.audience & Audience.TEAM:
         sends.append(("group_send", (team_group(team_id), message)))
@@ -253,8 +435,18 @@ def publish(event: Event, *, team_id: int) -> None:
             _after_commit(*send)
 
 
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def wake_worker(turn_id: int) -> None:
-    _after_commit("send", (TURNS_CHANNEL, {"type": "turn.queued", "turn_id": turn_id}))
+    # With tracing on, the trace context the turn was queued in goes with it.
+    wake = {"type": "turn.queued", "turn_id": turn_id, **telemetry.wake_fields(turn_id)}
+    _after_commit("send", (TURNS_CHANNEL, wake))
 
 
 def _after_commit(send: str, args: tuple) -> None:
@@ -289,7 +481,11 @@ def _send_batch(batch) -> None:
                 # safe and the sweeper repeats the wake-up once a worker listens.
                 log.debug("Channel %s is full; the sweeper will repeat the wake-up", args[0])
 
+    loop = _send_loop
     try:
-        async_to_sync(send_all)()
+        if loop is not None and loop.is_running() and not _in_event_loop():
+            asyncio.run_coroutine_threadsafe(send_all(), loop).result(SEND_TIMEOUT)
+        else:
+            async_to_sync(send_all)()
     except Exception as exc:  # a lost wake-up is repaired by the sweeper
         log.warning("Channel layer send failed: %s", exc)

@@ -11,15 +11,18 @@ get them back."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import connection, transaction
+from django.db.models import Q
 
-from teams import services
+from teams import events, services
 from teams.errors import InvalidInput, NotFound
+from teams.event_payloads import KeeperOut
 from teams.models import Agent, Keeper, KeeperEntry, Message, Team, Turn
 
 # Asks a model: (system text, user prompt, max tokens) -> the reply's text.
@@ -66,8 +69,12 @@ def _words(text: str) -> set[str]:
     return {w.lower() for w in WORD.findall(text) if len(w) > 3}
 
 
-def split_at_topic_boundary(messages: list[Message]) -> tuple[list[Message], list[Message]]:
-    """Split off roughly the oldest 30%, cut where the topic changes.
+def split_at_topic_boundary(
+    messages: list[Message], *, at_least: int | None = None
+) -> tuple[list[Message], list[Message]]:
+    """Split off roughly the oldest 30% (or, given `at_least` characters, the oldest
+    messages that free that much, if more), cut where the topic changes; the newest
+    message always stays.
 
     Candidates are the cuts within two messages of the 30% mark; a cut before a PM,
     system, summary or query message is a boundary by nature, otherwise the cut
@@ -75,7 +82,13 @@ def split_at_topic_boundary(messages: list[Message]) -> tuple[list[Message], lis
     if len(messages) < MIN_MESSAGES_TO_OFFLOAD + 1:
         return [], list(messages)
     target = max(1, math.ceil(len(messages) * OFFLOAD_SHARE))
-    lo, hi = max(1, target - 2), min(len(messages) - 1, target + 2)
+    lo = max(1, target - 2)
+    if at_least is not None:
+        # Enough must go: the cut is at the share, or where `at_least` is freed if later.
+        freed = itertools.accumulate(len(m.content) for m in messages)
+        needed = next((n for n, f in enumerate(freed, start=1) if f >= at_least), len(messages))
+        target = lo = min(len(messages) - 1, max(target, needed))
+    hi = min(len(messages) - 1, target + 2)
 
     def score(cut: int) -> tuple:
         before, after = messages[cut - 1], messages[cut]
@@ -92,6 +105,8 @@ def topic_of(messages: list[Message]) -> str:
     """A label for an automatic offload: its span and most frequent words."""
     counts: dict[str, int] = {}
     for message in messages:
+        if message.recipient_id is not None:
+            continue  # a label others may see names no word of an inbox line
         for word in WORD.findall(message.content.lower()):
             if len(word) > 4 and not word.isdigit():
                 counts[word] = counts.get(word, 0) + 1
@@ -161,6 +176,9 @@ def offload(
         recipient=agent,
         turn=turn,
     )
+    events.publish(
+        events.KeeperCreated(keeper=KeeperOut.of(keeper, len(messages))), team_id=agent.team_id
+    )
     return result
 
 
@@ -196,10 +214,49 @@ def matched_terms(terms: list[str], text: str) -> int:
     return len({stem(t) for t in terms} & words)
 
 
+# Who may read a keeper entry. A keeper holds lines of its agent's context: the team
+# conversation (no recipient), which every agent may read, and that agent's own inbox
+# (messages to it), which only it may read, as only it reads them in its /context.
+PUBLIC_LINE_SQL = "(e.message_id IS NOT NULL AND m.recipient_id IS NULL)"
+
+
+def _visibility(viewer: Agent | None, public_only: bool) -> tuple[str, list]:
+    """The SQL clause (on entry e, its message m and keeper k) and its parameters that
+    keep the entries `viewer` may read: every entry for None (a person), the team
+    conversation's only with `public_only` (what a question's recipients all read)."""
+    if public_only:
+        return f"AND {PUBLIC_LINE_SQL}", []
+    if viewer is None:
+        return "", []
+    return f"AND ({PUBLIC_LINE_SQL} OR m.recipient_id = %s OR k.agent_id = %s)", [
+        viewer.id,
+        viewer.id,
+    ]
+
+
+def readable_by(viewer: Agent | None, prefix: str = "", public_only: bool = False) -> Q:
+    """The same rule as a filter on KeeperEntry (`prefix` "entries__" on Keeper): every
+    entry for None, else the team conversation's lines and the viewer's own."""
+    public = Q(**{f"{prefix}message__isnull": False, f"{prefix}message__recipient__isnull": True})
+    if public_only:
+        return public
+    if viewer is None:
+        return Q()
+    mine = Q(**{f"{prefix}message__recipient": viewer}) | Q(**{f"{prefix}keeper__agent": viewer})
+    return public | mine
+
+
 def search(
-    *, team: Team, query: str, keeper_id: int | None = None, limit: int = SEARCH_LIMIT
+    *,
+    team: Team,
+    query: str,
+    keeper_id: int | None = None,
+    limit: int = SEARCH_LIMIT,
+    viewer: Agent | None = None,
+    public_only: bool = False,
 ) -> list[KeeperEntry]:
-    """Full-text search over the team's keeper entries, best match first.
+    """Full-text search over the team's keeper entries `viewer` may read (every one for
+    None; the team conversation's only with `public_only`), best match first.
 
     Entries holding every term come first; when they are fewer than the limit,
     entries holding any term fill the rest. Matching all terms first is also what
@@ -207,24 +264,32 @@ def search(
     terms = search_terms(query)
     if not terms:
         return []
-    ids = _search_ids(team, terms, keeper_id, limit, every=True)
+    seen_by = (*_visibility(viewer, public_only), readable_by(viewer, public_only=public_only))
+    ids = _search_ids(team, terms, keeper_id, limit, every=True, seen_by=seen_by)
     if len(ids) < limit and len(terms) > 1:
-        more = _search_ids(team, terms, keeper_id, limit + len(ids), every=False)
+        more = _search_ids(team, terms, keeper_id, limit + len(ids), every=False, seen_by=seen_by)
         seen = set(ids)
         ids += [i for i in more if i not in seen][: limit - len(ids)]
     by_id = KeeperEntry.objects.select_related("keeper").in_bulk(ids)
     return [by_id[i] for i in ids if i in by_id]
 
 
-def _search_ids(team, terms, keeper_id, limit, every: bool) -> list[int]:
+def _search_ids(team, terms, keeper_id, limit, every: bool, seen_by=None) -> list[int]:
+    """Ids of matching entries; `seen_by` is (SQL clause, its parameters, the same rule
+    as a Q) keeping the entries a viewer may read, None for all."""
     keeper_clause = "AND k.id = %s" if keeper_id is not None else ""
     extra = [keeper_id] if keeper_id is not None else []
+    visible, visible_params, readable = seen_by or ("", [], Q())
+    keeper_clause = f"{keeper_clause} {visible}"
+    extra += visible_params
+    line = "LEFT JOIN teams_message m ON m.id = e.message_id " if visible else ""
     if connection.vendor == "sqlite":
         match = (" AND " if every else " OR ").join(f'"{t}"' for t in terms)
         sql = (
             "SELECT e.id FROM teams_keeperentry_fts f "
             "JOIN teams_keeperentry e ON e.id = f.rowid "
             "JOIN teams_keeper k ON k.id = e.keeper_id "
+            f"{line}"
             f"WHERE teams_keeperentry_fts MATCH %s AND k.team_id = %s {keeper_clause} "
             "ORDER BY f.rank, e.id LIMIT %s"
         )
@@ -234,6 +299,7 @@ def _search_ids(team, terms, keeper_id, limit, every: bool) -> list[int]:
         sql = (
             "SELECT e.id FROM teams_keeperentry e "
             "JOIN teams_keeper k ON k.id = e.keeper_id "
+            f"{line}"
             "WHERE e.search_vector @@ to_tsquery('english', %s) "
             f"AND k.team_id = %s {keeper_clause} "
             "ORDER BY ts_rank(e.search_vector, to_tsquery('english', %s)) DESC, e.id LIMIT %s"
@@ -243,7 +309,7 @@ def _search_ids(team, terms, keeper_id, limit, every: bool) -> list[int]:
         entries = KeeperEntry.objects.filter(keeper__team=team, content__icontains=terms[0])
         if keeper_id is not None:
             entries = entries.filter(keeper_id=keeper_id)
-        return list(entries.values_list("id", flat=True)[:limit])
+        return list(entries.filter(readable).values_list("id", flat=True)[:limit])
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]
@@ -281,9 +347,10 @@ def retrieve(
     keeper_id: int | None = None,
     mode: str | None = None,
     ask_model: AskModel | None = None,
+    viewer: Agent | None = None,
 ) -> str:
     """What a retrieval returns: matching lines (raw) or an answer from them (smart,
-    which needs `ask_model`)."""
+    which needs `ask_model`), from the entries `viewer` may read (search)."""
     query = (query or "").strip()
     if not query:
         raise InvalidInput("Give a question or search terms.", field="query")
@@ -295,7 +362,7 @@ def retrieve(
         raise InvalidInput("Smart mode needs a model to answer; use mode 'raw'.", field="mode")
     if keeper_id is not None and not Keeper.objects.filter(team=team, pk=keeper_id).exists():
         raise NotFound(f"Keeper {keeper_id} not found in this team.")
-    entries = search(team=team, query=query, keeper_id=keeper_id)
+    entries = search(team=team, query=query, keeper_id=keeper_id, viewer=viewer)
     if not entries:
         return not_found(query)
     if mode == "raw":
@@ -313,7 +380,12 @@ def retrieve(
 # --- automatic offload ---------------------------------------------------------
 
 AUTO_OFFLOAD_AT = 0.8
+# An automatic offload frees the context down to this share of the budget, not just
+# under the trigger: each offload changes the start of the history, so the cached
+# prompt after it is written again; going lower means the next turns do not offload.
+AUTO_OFFLOAD_DOWN_TO = 0.4
 AUTO_OFFLOAD_ROUNDS = 3
+CHARS_PER_TOKEN = 4
 
 
 def over_budget(agent: Agent, tokens: int) -> bool:
@@ -327,13 +399,17 @@ BUDGET_REASON = "to stay within your context budget"
 
 @transaction.atomic
 def offload_for_budget(
-    *, turn: Turn, messages: list[Message], retrieve_tool: str = ""
+    *, turn: Turn, messages: list[Message], tokens: int = 0, retrieve_tool: str = ""
 ) -> Offload | None:
     """One automatic offload before a turn's first model call: the oldest part of its
-    context goes to a keeper at a topic boundary, the agent is told in the offload's
-    one stub line (which says why) and the turn's snapshot takes the stub in. None
-    when there is too little to offload."""
-    chunk, _rest = split_at_topic_boundary(messages)
+    context (of `tokens`, estimated) goes to a keeper at a topic boundary, enough to
+    bring it down to AUTO_OFFLOAD_DOWN_TO of the budget; the agent is told in the
+    offload's one stub line (which says why) and the turn's snapshot takes the stub
+    in. None when there is too little to offload."""
+    excess = tokens - int(turn.agent.context_budget_tokens * AUTO_OFFLOAD_DOWN_TO)
+    chunk, _rest = split_at_topic_boundary(
+        messages, at_least=max(0, excess) * CHARS_PER_TOKEN
+    )
     if not chunk:
         return None
     result = offload(

@@ -20,6 +20,10 @@ class TeamAction(models.TextChoices):
     PM_ANSWERED = "pm_answered", "The PM answered"
     HALT = "halt", "Halt"  # a budget reached, no agents, a failed turn
     FINISH = "finish", "Finish"  # the last phase is complete
+    # Steering (teams.steering): the PM acts inside the run; the status stays.
+    NEXT_SPEAKER = "next_speaker", "Choose the next speaker"
+    NUDGE = "nudge", "Nudge an agent"
+    SEAT = "seat", "Take an agent's seat"
 
 
 A = TeamAction
@@ -32,7 +36,14 @@ TRANSITIONS: dict[TeamAction, dict[S, S]] = {
     A.PM_ANSWERED: {S.AWAITING_PM: S.RUNNING},
     A.HALT: {S.RUNNING: S.PAUSED, S.AWAITING_PM: S.PAUSED},
     A.FINISH: {status: S.DONE for status in S if status != S.DONE},
+    **{
+        steer: {status: status for status in S if status != S.DONE}
+        for steer in (A.NEXT_SPEAKER, A.NUDGE, A.SEAT)
+    },
 }
+
+# The steering actions: allowed while the team is not done, leaving its status as is.
+STEERING = (A.NEXT_SPEAKER, A.NUDGE, A.SEAT)
 
 # What people may ask for, in the order the pages show the buttons.
 PM_ACTIONS = (A.START, A.PAUSE, A.RESUME)
@@ -50,6 +61,9 @@ REFUSALS: dict[tuple[S, TeamAction], str] = {
     (S.IDLE, A.PAUSE): "is idle, not running.",
     (S.PAUSED, A.PAUSE): "is already paused.",
     (S.DONE, A.PAUSE): "is done, not running.",
+    (S.DONE, A.NEXT_SPEAKER): "is done: nobody speaks again. Run it again to go on.",
+    (S.DONE, A.NUDGE): "is done: no agent will read a nudge. Run it again to go on.",
+    (S.DONE, A.SEAT): "is done: no turn is left to take. Run it again to go on.",
 }
 
 

@@ -28,7 +28,7 @@ from teams import drift
 from teams.errors import InvalidInput
 from teams.models import PLAN_LIMIT, Agent, Anchor, Team
 from teams.phase_guide import phase_line
-from teams.services import human_text_check
+from teams.services import agent_intent_publish, human_text_check
 
 LEVELS = ("trajectory", "tactic", "action")
 PLAN_HEADING = "## Plan"
@@ -52,6 +52,7 @@ def _level_update(agent: Agent, values: dict) -> Agent:
     agent.refresh_from_db()
     agent.drift_score = drift.score(agent)
     Agent.objects.filter(pk=agent.pk).update(drift_score=agent.drift_score)
+    agent_intent_publish(agent)
     return agent
 
 
@@ -109,7 +110,9 @@ def phase_trajectory(*, team: Team, role: str, phase: str) -> str:
     <role> in <phase>: <the role's line for the phase>'."""
     goal = " ".join((team.goal or "").split()).rstrip(".")
     if len(goal) > GOAL_SHOWN:
-        goal = goal[: GOAL_SHOWN - 1].rstrip() + "…"
+        cut = goal[: GOAL_SHOWN - 1]
+        space = cut.rfind(" ")
+        goal = (cut[:space] if space >= GOAL_SHOWN * 3 // 4 else cut).rstrip(" ,;:") + "…"
     line = phase_line(team, phase, role)
     text = f"as {role} in {phase}" + (f": {line}" if line else "")
     return f"{goal} — {text}" if goal else text[0].upper() + text[1:]
@@ -149,6 +152,8 @@ def agent_phase_begin(*, agent: Agent, team: Team, phase: str) -> Agent:
     )
     if not updated:  # another call began the phase first: take what it wrote
         agent.refresh_from_db()
+    else:
+        agent_intent_publish(agent)
     return agent
 
 
@@ -193,9 +198,4 @@ def team_plan_add_summary(*, team: Team, phase: str, summary: str) -> None:
 def anchor_source_text(anchor: Anchor) -> str:
     """Who pinned an anchor, and in which phase, for the anchors block: "the PM",
     "the PM's answer in refinement", "coder in planning" (the agent's name)."""
-    where = f" in {anchor.phase}" if anchor.phase else ""
-    if anchor.source == Anchor.Source.AGENT:
-        return f"{anchor.updated_by or 'an agent'}{where}"
-    if anchor.source == Anchor.Source.PM_ANSWER:
-        return f"the PM's answer{where}"
-    return f"the PM{where}"
+    return anchor.source_text()

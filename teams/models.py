@@ -1,6 +1,7 @@
 """Loom's data model: every piece of a team's life is a row."""
 
 import hashlib
+import json
 import uuid
 from decimal import Decimal
 from urllib.parse import urlsplit
@@ -11,7 +12,7 @@ from django.core.validators import MaxLengthValidator, MinValueValidator, RegexV
 from django.db import models
 from django.db.models import Q
 
-from teams import catalog
+from teams import catalog, outbound
 from teams.catalog import default_model
 
 DEFAULT_PHASES = ["refinement", "planning", "pre-code-review", "implementation", "code-review"]
@@ -55,6 +56,8 @@ class TurnStatus(models.TextChoices):
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
+    # Stopped at a tool call that waits for the PM's approval; re-queued by the answer.
+    WAITING = "waiting", "Waiting for approval"
 
 
 class TurnOutcome(models.TextChoices):
@@ -83,6 +86,10 @@ class MessageKind(models.TextChoices):
     ANSWER = "answer", "Answer"
     TOOL_CALL = "tool_call", "Tool call"
     TOOL_RESULT = "tool_result", "Tool result"
+    # The PM steering (teams.steering): a private note for one agent's next turn, and
+    # a turn the PM wrote in an agent's seat.
+    NUDGE = "nudge", "PM nudge"
+    SEAT = "seat", "Written by the PM for an agent"
 
 
 class PMRequestStatus(models.TextChoices):
@@ -102,6 +109,15 @@ human_text = MaxLengthValidator(
     HUMAN_TEXT_LIMIT,
     "At most %(limit_value)s characters are accepted here (this text has %(show_value)s).",
 )
+
+# The caps on what an agent's tool call or an API request may submit (issue 22), one
+# table in docs/api.md "Limits": a message, question, answer, prompt or summary shares
+# a person's cap (HUMAN_TEXT_LIMIT); a name, an id, a role or a label is a short text;
+# a workspace path and a file's content keep the workspace's own limits
+# (teams.workspace.MAX_PATH_CHARS, MAX_WRITE_BYTES); a search query keeps the keepers'
+# (teams.keepers.MAX_QUERY_CHARS); an anchor key its column's width (Anchor.key).
+SHORT_TEXT_LIMIT = 200
+PHASE_GUIDE_TEXT_LIMIT = 1000  # one line of a phase guide
 
 # A team's plan grows with every phase summary, so it may be longer than one paste.
 PLAN_LIMIT = 100_000
@@ -153,6 +169,15 @@ def validate_tool_access(value) -> None:
             )
 
 
+def validate_approvals(value) -> None:
+    """{tool: "auto" | "ask" | "never"}."""
+    policies = ("auto", "ask", "never")
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and v in policies for k, v in value.items()
+    ):
+        raise ValidationError('Approval policies are {"tool_name": "auto" | "ask" | "never"}.')
+
+
 def validate_phase_guide(value) -> None:
     """{phase: {"produce": text, role: text, ...}}: texts of at most 1,000 characters."""
     problem = (
@@ -167,7 +192,7 @@ def validate_phase_guide(value) -> None:
         for key, text in lines.items():
             if key != "produce" and key not in AgentRole.values:
                 raise ValidationError(f"Unknown key {key!r} in the phase guide. {problem}")
-            if not isinstance(text, str) or len(text) > 1000:
+            if not isinstance(text, str) or len(text) > PHASE_GUIDE_TEXT_LIMIT:
                 raise ValidationError(problem)
 
 
@@ -208,6 +233,18 @@ class Team(models.Model):
     workspace = models.CharField(
         max_length=500, blank=True, help_text="Folder the agents' file tools may use."
     )
+    # {tool name: "auto" | "ask" | "never"} for built-in tools (default auto); MCP
+    # tools keep theirs on their server (McpServer.approval, .tool_approvals).
+    tool_approvals = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_approvals],
+        help_text='Built-in tools\' approval policies, e.g. {"tool_name": "ask"}; auto by '
+        "default. MCP tools have theirs on their server.",
+    )
+    # The default workspace folder's name: the team's own, never its slug, so a rename
+    # keeps the files and a later team given the old slug never reads them.
+    folder = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     max_turns = models.PositiveIntegerField(
         default=200,
         validators=[MinValueValidator(1, "The turn budget must be at least 1.")],
@@ -249,6 +286,30 @@ class Team(models.Model):
             '["implementation"]}}; an empty list means every role or phase.'
         ),
     )
+    # When the team asks for help (teams.stuck): 0 turns a check off.
+    max_exchanges = models.PositiveSmallIntegerField(
+        default=8,
+        help_text="Stuck: more queries or forwards than this between the same two agents in "
+        "a phase ask the PM (0: never).",
+    )
+    max_pass_rounds = models.PositiveSmallIntegerField(
+        default=3,
+        help_text="Stuck: this many rounds in a row where everyone passes, the phase still "
+        "open, ask the PM (0: never).",
+    )
+    max_phase_turns = models.PositiveIntegerField(
+        default=60,
+        help_text="Stuck: a phase that has taken this many turns asks the PM (0: no limit).",
+    )
+    # The PM's choice of the next speaker (teams.steering): once, then the rotation.
+    next_speaker = models.ForeignKey(
+        "Agent",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        editable=False,
+    )
     max_anchors = models.PositiveSmallIntegerField(
         default=30, help_text="Most anchors the team may have (the PM's and the agents')."
     )
@@ -261,6 +322,24 @@ class Team(models.Model):
         related_name="teams",
         help_text="The consultant profiles this team's agents may ask.",
     )
+    context_version = models.PositiveIntegerField(
+        default=0,
+        help_text="Counts the changes to messages already written (an edit): a process "
+        "that kept an agent's rendered history reads it again when this moves.",
+    )
+    # A fork (teams.forking) says where it came from, and what it holds of the
+    # original's turns and spend: its own are turn_count - copied_turns and spent_usd.
+    forked_from = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="forks"
+    )
+    forked_at = models.CharField(max_length=120, blank=True, editable=False)
+    copied_turns = models.PositiveIntegerField(default=0, editable=False)
+    copied_spent_usd = models.DecimalField(
+        max_digits=12, decimal_places=6, default=Decimal("0"), editable=False
+    )
+    # The sequence number of the team's last live event (teams.event_log): advanced by
+    # an UPDATE in the transaction that commits the change, never by save().
+    event_seq = models.PositiveBigIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -276,6 +355,17 @@ class Team(models.Model):
 
     def __str__(self):
         return self.name or self.slug
+
+    def save(self, *args, **kwargs):
+        """Every field but `event_seq`: an in-memory team read before an event was
+        published must not set the team's sequence back."""
+        if not self._state.adding and kwargs.get("update_fields") is None and self.pk:
+            kwargs["update_fields"] = [
+                f.name
+                for f in self._meta.concrete_fields
+                if not f.primary_key and f.name != "event_seq"
+            ]
+        super().save(*args, **kwargs)
 
     @property
     def phase(self) -> str:
@@ -445,6 +535,9 @@ class TurnStep(models.Model):
     # A model step keeps the request it answered (zlib-compressed JSON of system,
     # messages and tools: teams.requests), so people see exactly what the model read.
     request = models.BinaryField(null=True, blank=True, editable=False)
+    # sha256 of the request's system, messages and tools (teams.requests.request_digest):
+    # a replay compares it to tell where a run diverges.
+    request_digest = models.CharField(max_length=64, blank=True, editable=False)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cache_creation_tokens = models.PositiveIntegerField(default=0)
@@ -578,9 +671,34 @@ class Message(models.Model):
 
     @property
     def speaker(self) -> str:
+        if self.author_id and self.kind == MessageKind.SEAT:
+            return f"{self.author.name} (written by the PM)"
         if self.author_id:
             return self.author.name
         return self.author_label or self.kind
+
+
+class LiveEvent(models.Model):
+    """A live event of a team as it was published (teams.event_log), by its per-team
+    sequence number: what a socket that missed it is sent from the database. The
+    newest LIVE_EVENTS_KEPT of each team are kept."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="live_events")
+    seq = models.PositiveBigIntegerField()
+    name = models.CharField(max_length=64)
+    payload = models.JSONField()  # the event's wire form, its name and seq included
+    # The agent (id) the event is private to (teams.events.audience_allows), or null.
+    private_to = models.PositiveBigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "seq"], name="live_event_team_seq_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.team_id}#{self.seq} {self.name}"
 
 
 class Keeper(models.Model):
@@ -660,6 +778,16 @@ class Anchor(models.Model):
     def __str__(self):
         return f"{self.key} = {self.value[:60]}"
 
+    def source_text(self) -> str:
+        """Who pinned it, and in which phase: "the PM", "the PM's answer in
+        refinement", "coder in planning" (the agent's name)."""
+        where = f" in {self.phase}" if self.phase else ""
+        if self.source == Anchor.Source.AGENT:
+            return f"{self.updated_by or 'an agent'}{where}"
+        if self.source == Anchor.Source.PM_ANSWER:
+            return f"the PM's answer{where}"
+        return f"the PM{where}"
+
 
 class AnchorRevision(models.Model):
     """One change of an anchor: its new value, or its deletion. Kept by team and key,
@@ -686,6 +814,21 @@ class AnchorRevision(models.Model):
 class PMRequestKind(models.TextChoices):
     QUESTION = "question", "Question"
     BUDGET = "budget", "Budget"
+    APPROVAL = "approval", "Approval"
+    STUCK = "stuck", "Stuck"  # the team asks for help (teams.stuck)
+
+
+class ApprovalPolicy(models.TextChoices):
+    """Whether a tool call runs at once, waits for the PM's approval, or is not offered."""
+
+    AUTO = "auto", "Run without asking"
+    ASK = "ask", "Ask the PM first"
+    NEVER = "never", "Never (not offered)"
+
+
+# The answers to an approval request (teams.approvals).
+APPROVE, ALWAYS_APPROVE, DENY = "Approve", "Always approve", "Deny"
+APPROVAL_CHOICES = (APPROVE, ALWAYS_APPROVE, DENY)
 
 
 class BudgetKind(models.TextChoices):
@@ -696,6 +839,9 @@ class BudgetKind(models.TextChoices):
 
 # The quick answers to a budget request (teams.budgets); a new cap is the other.
 BUDGET_CHOICES = ("Raise by 50%", "Double", "Stop")
+
+# The answers to a stuck request (teams.stuck).
+STUCK_CHOICES = ("Close the phase", "Let them go on", "Pause")
 
 
 class PMRequest(models.Model):
@@ -723,6 +869,14 @@ class PMRequest(models.Model):
     answered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
+    # An approval request is about one tool call of a turn's step: which, with which
+    # arguments; the answer may carry a note for the agent and edited arguments.
+    tool_name = models.CharField(max_length=100, blank=True)
+    tool_use_id = models.CharField(max_length=100, blank=True)
+    arguments = models.JSONField(null=True, blank=True)
+    input_schema = models.JSONField(null=True, blank=True)  # edited arguments must fit it
+    approved_arguments = models.JSONField(null=True, blank=True)
+    note = models.TextField(blank=True, validators=[human_text])
     created_at = models.DateTimeField(auto_now_add=True)
     answered_at = models.DateTimeField(null=True, blank=True)
 
@@ -747,6 +901,13 @@ class PMRequest(models.Model):
 
     def __str__(self):
         return f"{self.team.slug}: {self.question[:60]}"
+
+    @property
+    def arguments_json(self) -> str:
+        """An approval request's arguments as the PM reads and edits them."""
+        if self.arguments is None:
+            return ""
+        return json.dumps(self.arguments, indent=2, ensure_ascii=False)
 
 
 class ProviderKind(models.TextChoices):
@@ -889,6 +1050,82 @@ class WorkspaceFile(models.Model):
         return self.path
 
 
+class FileBlob(models.Model):
+    """A file's content, stored once by its SHA-256 whoever wrote it (teams.revisions)."""
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    size = models.PositiveBigIntegerField()
+    content = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"{self.sha256[:12]} ({self.size} bytes)"
+
+
+class FileRevision(models.Model):
+    """One write of a workspace file: which content, by whom, in which turn."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="file_revisions")
+    path = models.CharField(max_length=500)
+    blob = models.ForeignKey(FileBlob, on_delete=models.PROTECT, related_name="revisions")
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="file_revisions"
+    )
+    turn = models.ForeignKey(
+        Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="file_revisions"
+    )
+    number = models.PositiveIntegerField(help_text="1 for a file's first revision, then 2...")
+    note = models.CharField(max_length=160, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "path", "number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "path", "number"], name="file_revision_number_unique"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.path} r{self.number}"
+
+
+class ReplayStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    MATCHED = "matched", "Matched to the end"
+    DIVERGED = "diverged", "Diverged"
+    STOPPED = "stopped", "Stopped (turn limit)"
+
+
+class Replay(models.Model):
+    """A replay of a team's recorded run (teams.engine.replay): the team it made,
+    how far it matched and, when it diverged, where and how."""
+
+    Status = ReplayStatus
+
+    source = models.ForeignKey(
+        Team, on_delete=models.SET_NULL, null=True, related_name="replays_of"
+    )
+    source_slug = models.CharField(max_length=60)
+    team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="replay")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    until_turn = models.PositiveIntegerField(null=True, blank=True)
+    turns_replayed = models.PositiveIntegerField(default=0)
+    model_steps = models.PositiveIntegerField(default=0)
+    diverged_turn = models.PositiveIntegerField(null=True, blank=True)
+    diverged_agent = models.CharField(max_length=40, blank=True)
+    reason = models.TextField(blank=True)
+    diff = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self):
+        return f"replay of {self.source_slug} as {self.team.slug} ({self.status})"
+
+
 class ApiToken(models.Model):
     """A REST API token; only its SHA-256 is stored.
 
@@ -922,6 +1159,12 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="Empty: never expires. Past it, every use is a 401."
+    )
+    read_only = models.BooleanField(
+        default=False, help_text="Reads only: no writes, no tools (403 with the reason)."
+    )
 
     class Meta:
         ordering = ["-id"]
@@ -952,6 +1195,8 @@ class WebhookEvent(models.TextChoices):
     TEAM_DONE = "team.done", "Team done"
     TEAM_FAILED = "team.failed", "Team failed (a turn failed and paused it)"
     BUDGET_WARNING = "budget.warning", "Budget warning (80% of turns or cost used)"
+    APPROVAL_REQUESTED = "approval.requested", "Approval requested (a tool call waits)"
+    DRIFT_ALERT = "drift.alert", "Drift alert (an agent in significant drift two turns running)"
 
 
 class WebhookDeliveryStatus(models.TextChoices):
@@ -970,7 +1215,8 @@ webhook_url_validator = RegexValidator(
 
 
 def validate_webhook_url(value: str) -> None:
-    """http or https with a host and a usable port; nothing else is ever posted to."""
+    """http or https with a host and a usable port, leading to no private address
+    (teams.outbound); nothing else is ever posted to."""
     webhook_url_validator(value)
     try:
         parts = urlsplit(value)
@@ -979,6 +1225,7 @@ def validate_webhook_url(value: str) -> None:
         raise ValidationError(webhook_url_validator.message) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValidationError(webhook_url_validator.message)
+    outbound.validate_url(value)
 
 
 WEBHOOK_EVENTS_NEEDED = (
@@ -1201,6 +1448,7 @@ class ModelCall(models.Model):
     cache_creation_tokens = models.PositiveIntegerField(default=0)
     cache_read_tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
+    reply = models.TextField(blank=True, help_text="What the model answered (a replay reuses it).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -1209,3 +1457,75 @@ class ModelCall(models.Model):
 
     def __str__(self):
         return f"{self.purpose} ({self.model})"
+
+
+# --- MCP servers ---------------------------------------------------------------------
+
+
+class McpTransport(models.TextChoices):
+    STDIO = "stdio", "stdio (a command on the Loom host)"
+    HTTP = "http", "Streamable HTTP"
+
+
+MCP_NAME_PATTERN = r"^[a-z0-9-]{1,32}$"
+mcp_name_validator = RegexValidator(
+    MCP_NAME_PATTERN, "A server name is 1-32 lowercase letters, digits or dashes."
+)
+
+
+class McpServer(models.Model):
+    """A Model Context Protocol server whose tools a team's agents may call, as
+    `<name>__<tool>`. Environment and header values are never stored: only the names
+    of the variables that hold them."""
+
+    Transport = McpTransport
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="mcp_servers")
+    name = models.CharField(max_length=32, validators=[mcp_name_validator])
+    transport = models.CharField(max_length=10, choices=Transport.choices)
+    command = models.JSONField(
+        default=list, blank=True, help_text="stdio: the program, then its arguments."
+    )
+    env_vars = models.JSONField(
+        default=list, blank=True, help_text="stdio: names of variables passed to it."
+    )
+    url = models.CharField(max_length=500, blank=True, help_text="http: the server's URL.")
+    header_vars = models.JSONField(
+        default=dict, blank=True, help_text="http: header name -> variable holding its value."
+    )
+    roles = models.JSONField(default=list, blank=True, help_text="Empty: every role.")
+    phases = models.JSONField(default=list, blank=True, help_text="Empty: every phase.")
+    approval = models.CharField(
+        max_length=10, choices=ApprovalPolicy.choices, default=ApprovalPolicy.ASK
+    )
+    tool_approvals = models.JSONField(
+        default=dict, blank=True, help_text="Tool name -> auto, ask or never."
+    )
+    # The server's tool list as last listed (name, description, input_schema), and
+    # its health: empty error = healthy.
+    tools = models.JSONField(default=list, blank=True, editable=False)
+    listed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    error = models.TextField(blank=True, editable=False)
+    error_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team", "name"]
+        verbose_name = "MCP server"
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], name="mcp_server_unique_name"),
+            models.CheckConstraint(
+                condition=Q(transport__in=McpTransport.values), name="mcp_server_transport_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(approval__in=ApprovalPolicy.values), name="mcp_server_approval_valid"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.team.slug}: {self.name}"
+
+    @property
+    def healthy(self) -> bool:
+        return not self.error

@@ -70,9 +70,9 @@ DEFAULT_GUIDE: dict[str, dict[str, str]] = {
 
 # Words that make a phase "implementation-like": where files are written by default.
 IMPLEMENTATION_WORDS = ("implement", "build", "develop", "coding", "construct")
-IMPLEMENTATION_LIKE = "implementation-like phases (their names contain " + ", ".join(
-    IMPLEMENTATION_WORDS
-) + ")"
+IMPLEMENTATION_LIKE = (
+    "implementation-like phases (their names contain " + ", ".join(IMPLEMENTATION_WORDS) + ")"
+)
 
 
 def implementation_like(phase: str) -> bool:

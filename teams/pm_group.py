@@ -1,7 +1,8 @@
 """The "PM" group (made by `manage.py loom_demo`): the admin permissions a PM needs to
 run and edit their teams, agents and anchors, read their history, answer PM requests,
-manage their API tokens and webhooks (docs/pm-pages.md). Whatever the group allows,
-staff see only the teams they manage (teams.admin.scoping)."""
+manage their API tokens, webhooks and MCP servers (streamable HTTP ones: stdio servers
+are superusers') (docs/pm-pages.md). Whatever the group allows, staff see only the
+teams they manage (teams.admin.scoping)."""
 
 PM_GROUP = "PM"
 PM_PERMISSIONS = (
@@ -30,4 +31,8 @@ PM_PERMISSIONS = (
     "change_webhook",
     "delete_webhook",
     "view_webhookdelivery",
+    "view_mcpserver",
+    "add_mcpserver",
+    "change_mcpserver",
+    "delete_mcpserver",
 )

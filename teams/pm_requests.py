@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from teams import budgets, events, services, turns, webhooks
+from teams import approvals, budgets, events, services, stuck, team_actions, turns, webhooks
 from teams.errors import Conflict, InvalidInput, NotFound, integrity_as
 from teams.event_payloads import PMRequestOut
 from teams.lifecycle import TeamAction
@@ -52,7 +52,14 @@ def pm_message_post(*, team: Team, content: str, user=None) -> Message:
 
 @transaction.atomic
 def pm_request_answer(
-    *, request_id: int, answer: str, user=None, pin_as: str = "", changed_by: str = ""
+    *,
+    request_id: int,
+    answer: str,
+    user=None,
+    pin_as: str = "",
+    changed_by: str = "",
+    note: str = "",
+    arguments: dict | None = None,
 ) -> PMRequest:
     """Answer an open request: the answer joins the conversation and the team resumes.
     With `pin_as`, the answer is also pinned as the anchor of that key, so the
@@ -63,9 +70,22 @@ def pm_request_answer(
     if not answer or not answer.strip():
         raise InvalidInput("The answer is empty.", field="answer")
     services.human_text_check(answer, field="answer")
+    approval = PMRequest.objects.filter(pk=request_id, kind=PMRequest.Kind.APPROVAL).first()
+    if approval is not None:
+        return approvals.approval_answer(
+            approval, answer=answer, note=note, arguments=arguments, user=user, pin_as=pin_as
+        )
+    if note or arguments is not None:
+        raise InvalidInput(
+            "A note and edited arguments answer an approval request only.",
+            field="arguments" if arguments is not None else "note",
+        )
     budget_request = PMRequest.objects.filter(pk=request_id, kind=PMRequest.Kind.BUDGET).first()
     if budget_request is not None:
         return _budget_answer(budget_request, answer, user=user, changed_by=changed_by)
+    stuck_request = PMRequest.objects.filter(pk=request_id, kind=PMRequest.Kind.STUCK).first()
+    if stuck_request is not None:
+        return _stuck_answer(stuck_request, answer, user=user, changed_by=changed_by)
     pin_as = (pin_as or "").strip()
     if pin_as:  # checked before anything is written: a bad key changes nothing
         services.anchor_check(key=pin_as, value=answer.strip(), field="pin_as")
@@ -120,3 +140,44 @@ def _budget_answer(request: PMRequest, answer: str, *, user, changed_by: str) ->
     ):
         turns.enqueue_next(team)
     return request
+
+
+def _stuck_answer(request: PMRequest, answer: str, *, user, changed_by: str) -> PMRequest:
+    """A stuck request's answer does what it says (teams.stuck): close the phase, let
+    the team go on, or pause it. Another answer changes nothing."""
+    choice = stuck.stuck_choice(answer)
+    _claim(request, choice, user)
+    who = changed_by or ("pm" if user is None else f"pm ({user.get_username()})")
+    team = _stuck_apply(request=request, choice=choice, who=who)
+    events.publish(events.PMRequestAnswered(request=PMRequestOut.of(request)), team_id=team.id)
+    return request
+
+
+def _go_on(team: Team) -> None:
+    """The team runs again: from waiting for the PM, or from a pause the PM made."""
+    action = TeamAction.PM_ANSWERED if team.status == Team.Status.AWAITING_PM else TeamAction.RESUME
+    if services.team_transition(team=team, action=action):
+        turns.enqueue_next(team)
+
+
+def _stuck_apply(*, request: PMRequest, choice: str, who: str) -> Team:
+    """Do what the chosen answer says, on the locked team (the request is claimed)."""
+    team = services.team_lock(request.team)
+    services.system_note(team, f"{who} answered the stuck request: {choice}.")
+    if choice == stuck.CLOSE_CHOICE:
+        coach = team.agents.filter(role=Agent.Role.COACH).order_by("position", "id").first()
+        reason = request.question.partition(": ")[2].rpartition(". Close the phase")[0]
+        team = team_actions.phase_complete(
+            team=team,
+            agent=coach,
+            summary=f"The PM closed the phase (the team was stuck: {reason}).",
+        )
+        if team.status != Team.Status.DONE:
+            _go_on(team)
+    elif choice == stuck.GO_ON_CHOICE:
+        _go_on(team)
+    elif services.team_transition(team=team, action=TeamAction.PAUSE):
+        Turn.objects.filter(team=team, status=Turn.Status.QUEUED).update(
+            status=Turn.Status.CANCELLED, finished_at=timezone.now()
+        )
+    return team

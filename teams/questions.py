@@ -20,8 +20,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from teams import events, keepers, services, turns
-from teams.errors import InvalidInput, NotFound
-from teams.event_payloads import QueryOut
+from teams.errors import InvalidInput, NotFound, PermissionDenied
+from teams.event_payloads import MessageOut, QueryOut
 from teams.models import Agent, Message, Query, Team
 
 DEFAULT_TTL_SECONDS = 3600
@@ -87,7 +87,12 @@ def keeper_enrichments(team: Team, question: str) -> list[str]:
     found: list[str] = []
     seen: set[str] = set()
     used = 0
-    for entry in keepers.search(team=team, query=" ".join(terms), limit=ENRICHMENT_CANDIDATES):
+    # Lines of the team conversation only: the question's recipients, and whoever
+    # reads the query, may not read another agent's inbox lines.
+    found_entries = keepers.search(
+        team=team, query=" ".join(terms), limit=ENRICHMENT_CANDIDATES, public_only=True
+    )
+    for entry in found_entries:
         content = " ".join(entry.content.split())
         if content in seen or keepers.matched_terms(terms, content) < floor:
             continue
@@ -110,10 +115,14 @@ def asker(query: Query) -> str:
     return _name(query.origin)
 
 
-def chain_lines(query: Query) -> list[str]:
-    """The forwarding chain, one line per forward: who passed it to whom, adding what."""
+def chain_lines(query: Query, as_of: datetime | None = None) -> list[str]:
+    """The forwarding chain, one line per forward: who passed it to whom, adding what
+    (those made by `as_of` when given)."""
     lines = []
     for hop in query.hops:
+        at = _hop_time(hop) if as_of is not None else None
+        if at is not None and at > as_of:
+            continue
         if hop.get("kind") == "forward":
             to = "everyone" if hop.get("to", "*") == "*" else hop["to"]
             lines.append(f"{hop['from']}, forwarding it to {to}: {hop.get('enrichment', '')}")
@@ -124,11 +133,21 @@ def keeper_lines(query: Query) -> list[str]:
     return [e for e in query.enrichments if e.startswith(KEEPER_ITEM)]
 
 
-def query_text(query: Query) -> str:
+def query_head(query: Query) -> str:
+    """The first line of a delivered question, which is all its inbox message stores."""
+    return f"[Query from {asker(query)} | ID: {query.key}]"
+
+
+def query_text(query: Query, as_of: datetime | None = None) -> str:
     """A question as its recipients read it: the original asker, the question, the
-    forwarding chain, and the keepers' context labelled as Loom's."""
-    lines = [f"[Query from {asker(query)} | ID: {query.key}]", query.question]
-    chain = chain_lines(query)
+    forwarding chain (as it stood at `as_of`, the delivery), and the keepers' context
+    labelled as Loom's."""
+    return f"{query_head(query)}\n{_query_body(query, as_of)}"
+
+
+def _query_body(query: Query, as_of: datetime | None) -> str:
+    lines = [query.question]
+    chain = chain_lines(query, as_of)
     if chain:
         lines += ["", "Relevant context:", *chain]
     keeper = keeper_lines(query)
@@ -162,6 +181,26 @@ def expiry_text(query: Query) -> str:
     else:
         lines += ["", "Nothing was gathered during routing."]
     return "\n".join(lines)
+
+
+def delivered(messages):
+    """The messages, each question delivery with its whole text: a broadcast stores
+    the question once, on its Query, and each recipient's inbox message only its head
+    line (query_head); this renders the rest as it stood when it was delivered. Call
+    it on every list of messages read for display or for a prompt (the query
+    prefetched). A row from before this stored the whole text, and keeps it."""
+    for message in messages:
+        if is_stored_head(message):
+            message.content = f"{message.content}\n{_query_body(message.query, message.created_at)}"
+    return messages
+
+
+def is_stored_head(message: Message) -> bool:
+    return (
+        message.kind == Message.Kind.QUERY
+        and message.query_id is not None
+        and "\n" not in message.content
+    )
 
 
 def _hop_time(hop: dict) -> datetime | None:
@@ -205,18 +244,45 @@ def _announce(event_type: type[events.Event], query: Query) -> None:
     events.publish(event_type(query=QueryOut.of(query)), team_id=query.team_id)
 
 
+def addressed_to(query: Query, agent: Agent) -> bool:
+    """Was the question put to `agent`: a question for everyone, or one asked of it,
+    forwarded to it, or re-broadcast (a forward with no target)? Only then may it
+    answer or forward it."""
+    if query.target_id is None or query.target_id == agent.id:
+        return True
+    return any(
+        hop.get("kind") == "forward" and hop.get("to", "*") in ("*", agent.name)
+        for hop in query.hops
+    )
+
+
+def _require_addressed(query: Query, agent: Agent | None, doing: str) -> None:
+    if agent is not None and not addressed_to(query, agent):
+        raise PermissionDenied(
+            f"Query {query.key} was asked of {_name(query.target)}, not of you "
+            f"({agent.name}): only an agent it was put to may {doing} it."
+        )
+
+
 def _deliver_query(query: Query, recipients: list[Agent]) -> None:
+    """One inbox message per recipient, each storing only the question's head line:
+    the question itself is stored once, on the Query (see `delivered`). Live viewers
+    are told the whole text, as the recipient reads it."""
+    head = query_head(query)
     text = query_text(query)
     for agent in recipients:
-        services.message_add(
+        message = Message.objects.create(
             team=query.team,
-            content=text,
+            content=head,
             kind=Message.Kind.QUERY,
             author=query.origin,
             author_label="pm" if query.origin is None else "",
             recipient=agent,
             query=query,
+            phase=query.team.phase,
         )
+        message.content = text
+        events.publish(events.MessageCreated(message=MessageOut.of(message)), team_id=query.team_id)
         turns.inbox_wake(agent)
 
 
@@ -242,6 +308,7 @@ def ask(
     question = (question or "").strip()
     if not question:
         raise InvalidInput("A question is needed.", field="question")
+    services.text_check(question + (context or ""), field="question")
     if ttl_seconds < 1 or max_hops < 0:
         raise InvalidInput("The TTL must be positive and max hops not negative.")
     target_agent = resolve_agent(team, target) if target else None
@@ -291,6 +358,7 @@ def answer(*, team: Team, key: str, answerer: Agent | None, text: str) -> Query:
             f"You asked {query.key} yourself; its answer will come to you. To add to it, "
             "tell the team or ask again."
         )
+    _require_addressed(query, answerer, "answer")
     won = Query.objects.filter(pk=query.pk, status=Query.Status.OPEN, expires_at__gte=now).update(
         status=Query.Status.ANSWERED, answer=text, answered_by=answerer, answered_at=now
     )
@@ -328,6 +396,7 @@ def forward(
     enrichment = (enrichment or "").strip()
     if not enrichment:
         raise InvalidInput("Say what you know about the question as enrichment.")
+    services.text_check(enrichment, field="enrichment")
     query = _open_query(team, key)
     if query.status == Query.Status.ANSWERED:
         raise QueryClosed(f"Query {key} was already answered.")
@@ -335,6 +404,7 @@ def forward(
         raise MaxHopsReached(MAX_HOPS_TEXT)
     if query.origin_id == forwarder.id:
         raise InvalidInput(f"You asked {query.key} yourself; only its recipients forward it.")
+    _require_addressed(query, forwarder, "forward")
     target_agent = resolve_agent(team, target) if target else None
     if target_agent is not None and target_agent.id == forwarder.id:
         raise InvalidInput("You cannot forward a question to yourself.")

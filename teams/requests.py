@@ -8,6 +8,7 @@ a tenth of its size)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zlib
 
@@ -19,6 +20,14 @@ LEVEL = 6
 
 def request_pack(request: dict) -> bytes:
     return zlib.compress(json.dumps(request, ensure_ascii=False).encode(), LEVEL)
+
+
+def request_digest(request: dict) -> str:
+    """The SHA-256 of what a request shows the model: its system, messages and the
+    tools offered (model and max_tokens aside), as canonical JSON."""
+    shown = {key: request.get(key) for key in ("system", "messages", "tools")}
+    text = json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def request_unpack(blob: bytes | memoryview | None) -> dict | None:

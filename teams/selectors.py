@@ -147,8 +147,12 @@ def team_messages_after_bounded(
 
 
 def team_transcript(*, team: Team) -> list[Message]:
-    """What the PM sees: the whole conversation, pass notes included, newest last."""
-    newest = team_conversation(team=team).select_related("turn").order_by("-id")[:TRANSCRIPT_LIMIT]
+    """What the PM sees: the whole conversation, pass notes included, and the PM's
+    nudges to single agents (teams.steering), newest last."""
+    said = Message.objects.filter(team=team).filter(
+        Q(recipient__isnull=True) | Q(kind=Message.Kind.NUDGE)
+    )
+    newest = said.select_related("author", "recipient", "turn").order_by("-id")[:TRANSCRIPT_LIMIT]
     return list(reversed(newest))
 
 
@@ -164,8 +168,49 @@ def team_recent_queries(*, team: Team) -> list[Query]:
     )
 
 
+RECENT_FILES = 10
+RECENT_KEEPERS = 10
+
+
+def team_recent_files(*, team: Team, limit: int = RECENT_FILES) -> list:
+    """The workspace files written last, newest first (the live view's Files panel)."""
+    return list(
+        team.workspace_files.select_related("agent", "turn").order_by("-updated_at", "-id")[:limit]
+    )
+
+
+def team_recent_keepers(*, team: Team, limit: int = RECENT_KEEPERS) -> list:
+    """The keepers made last, newest first, each with `message_count`."""
+    return list(
+        team.keepers.select_related("agent")
+        .annotate(message_count=Count("entries"))
+        .order_by("-id")[:limit]
+    )
+
+
 RECENT_BATCHES = 5
 BATCH_SCAN = 200  # consultations looked at to find the latest batches
+
+
+def team_consultation_batch(*, team: Team, batch) -> dict | None:
+    """One ask for a second opinion as team_recent_consultations shows it, or None."""
+    rows = list(
+        Consultation.objects.filter(team=team, batch=batch)
+        .select_related("agent", "profile", "turn")
+        .order_by("id")
+    )
+    return _batch_of(batch, rows) if rows else None
+
+
+def _batch_of(batch, rows: list) -> dict:
+    return {
+        "batch": batch,
+        "agent": rows[0].agent.name if rows[0].agent_id else "",
+        "turn": rows[0].turn.number if rows[0].turn_id else None,
+        "prompt": rows[0].prompt,
+        "created_at": rows[0].created_at,
+        "consultations": rows,
+    }
 
 
 def team_recent_consultations(*, team: Team, batches: int = RECENT_BATCHES) -> list[dict]:
@@ -187,18 +232,7 @@ def team_recent_consultations(*, team: Team, batches: int = RECENT_BATCHES) -> l
     grouped: dict = {batch: [] for batch in latest}
     for row in rows:
         grouped[row.batch].append(row)
-    return [
-        {
-            "batch": batch,
-            "agent": rows[0].agent.name if rows[0].agent_id else "",
-            "turn": rows[0].turn.number if rows[0].turn_id else None,
-            "prompt": rows[0].prompt,
-            "created_at": rows[0].created_at,
-            "consultations": rows,
-        }
-        for batch, rows in grouped.items()
-        if rows
-    ]
+    return [_batch_of(batch, rows) for batch, rows in grouped.items() if rows]
 
 
 # --- money -------------------------------------------------------------------------

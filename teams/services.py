@@ -6,14 +6,17 @@ run them through teams.errors.validated / integrity_as."""
 
 from __future__ import annotations
 
+import re
 import secrets
+from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
-from teams import events, lifecycle
+from teams import drift, events, lifecycle
 from teams.errors import Conflict, InvalidInput, NotFound, PermissionDenied, integrity_as, validated
-from teams.event_payloads import MessageOut
+from teams.event_payloads import AnchorOut
 from teams.models import (
     ACTIVE_TURN_STATUSES,
     DEFAULT_PHASES,
@@ -41,10 +44,25 @@ TEAM_SETTINGS = (
     "max_cost_usd",
     "phase_guide",
     "tool_access",
+    "tool_approvals",
     "max_anchors",
     "anchor_value_limit",
+    "max_exchanges",
+    "max_pass_rounds",
+    "max_phase_turns",
 )
 AGENT_SETTINGS = ("name", "role", "model", "role_prompt", "position", "context_budget_tokens")
+
+
+SLUG_UNAVAILABLE = "The slug {slug!r} is not available: choose another."
+
+
+def slug_unavailable(slug: str) -> Conflict:
+    """The one answer to a taken slug, on create, rename and run-again: the same words
+    whether the team that has it is the caller's own or one it cannot see, so the
+    answer tells nothing about teams the caller may not reach (teams.access) beyond
+    what any taken name must: that this slug cannot be had."""
+    return Conflict(SLUG_UNAVAILABLE.format(slug=slug), field="slug")
 
 
 def text_check(value: str, *, field: str) -> None:
@@ -109,7 +127,7 @@ def team_create(
     )
     if max_cost_usd is not None:
         team.max_cost_usd = max_cost_usd
-    duplicate = Conflict(f"A team with slug {slug!r} already exists.", field="slug")
+    duplicate = slug_unavailable(slug)
     if Team.objects.filter(slug=slug).exists():
         raise duplicate
     validated(team)
@@ -145,7 +163,7 @@ def team_update(*, team: Team, fields: list[str], consultants: list[str] | None 
     rearmed = [w for f, w in caps.items() if f in fields and stored.get(f) != getattr(team, f)]
     for field in rearmed:
         setattr(team, field, None)
-    with integrity_as(Conflict(f"A team with slug {team.slug!r} already exists.", field="slug")):
+    with integrity_as(slug_unavailable(team.slug)):
         team.save(update_fields=[*fields, *rearmed, "updated_at"])
     return team
 
@@ -210,6 +228,13 @@ def agent_create(
     position: int | None = None,
 ) -> Agent:
     name = (name or "").strip()
+    for field, value in (
+        ("name", name),
+        ("role", role),
+        ("model", model),
+        ("role_prompt", role_prompt),
+    ):
+        text_check(value or "", field=field)
     if position is None:
         position = team.agents.count()
     agent = Agent(
@@ -257,7 +282,22 @@ def message_add(
         query=query,
         phase=team.phase if phase is None else phase,
     )
-    events.publish(events.MessageCreated(message=MessageOut.of(message)), team_id=team.id)
+    events.publish(events.MessageCreated.of(message), team_id=team.id)
+    return message
+
+
+@transaction.atomic
+def message_edit(*, message: Message, content: str) -> Message:
+    """Change what a message says (a correction). Messages are otherwise never changed
+    once written, so a process that kept an agent's rendered history trusts the lines
+    it read: the team's context version moves with the edit, which makes every process
+    read the history again."""
+    if not content or not content.strip():
+        raise InvalidInput("A message needs some content.", field="content")
+    human_text_check(content, field="content")
+    Message.objects.filter(pk=message.pk).update(content=content)
+    Team.objects.filter(pk=message.team_id).update(context_version=F("context_version") + 1)
+    message.content = content
     return message
 
 
@@ -288,6 +328,15 @@ def agent_update(*, agent: Agent, fields: list[str]) -> Agent:
     with integrity_as(duplicate):
         agent.save(update_fields=fields)
     return agent
+
+
+def agent_intent_publish(agent: Agent) -> None:
+    """Tell the live view an agent's hierarchy changed (the mesh tools, a new phase, an
+    edit in the admin): its drift card's levels and score."""
+    score = drift.score(agent)
+    intent = events.AgentIntentChanged.of(agent)
+    intent.drift_score = score
+    events.publish(intent, team_id=agent.team_id)
 
 
 @transaction.atomic
@@ -366,6 +415,11 @@ def anchor_limits_check(
         )
 
 
+# Anchors a person pinned (the PM, or the PM's answer): an agent's save_anchor may not
+# change them, the PM's pages and the API may.
+PERSON_ANCHOR_SOURCES = frozenset({Anchor.Source.PM, Anchor.Source.PM_ANSWER})
+
+
 @transaction.atomic
 def anchor_save(
     *,
@@ -393,6 +447,11 @@ def anchor_save(
         with integrity_as(Conflict(f"Anchor {key!r} was saved concurrently; try again.")):
             anchor.save()
     else:
+        if source == Anchor.Source.AGENT and anchor.source in PERSON_ANCHOR_SOURCES:
+            raise PermissionDenied(
+                f"Anchor {key!r} was pinned by the PM ({anchor.get_source_display()}): only a "
+                "person may change it. Ask the PM, or save your fact under another key."
+            )
         anchor_limits_check(team=team, key=key, value=value, source=source)
         if anchor.value != value:  # the same value keeps who pinned it first
             anchor.value, anchor.updated_by = value, changed_by
@@ -401,7 +460,16 @@ def anchor_save(
     AnchorRevision.objects.create(
         team=team, key=key, anchor=anchor, value=value, changed_by=changed_by
     )
+    anchors_publish_saved(team=team, anchor=anchor)
     return anchor
+
+
+def anchors_publish_saved(*, team: Team, anchor: Anchor) -> None:
+    """Tell the live view an anchor was pinned or changed (once committed)."""
+    events.publish(
+        events.AnchorSaved(anchor=AnchorOut.of(anchor), anchors=team.anchors.count()),
+        team_id=team.id,
+    )
 
 
 @transaction.atomic
@@ -413,16 +481,49 @@ def anchor_delete(*, team: Team, key: str, changed_by: str = "") -> None:
         raise NotFound(f"Team {team.slug!r} has no anchor {key!r}.")
     anchor.delete()
     AnchorRevision.objects.create(team=team, key=key, deleted=True, changed_by=changed_by)
+    events.publish(events.AnchorDeleted(key=key, anchors=team.anchors.count()), team_id=team.id)
+
+
+# A token's lifetime: a whole number of minutes, hours or days, at most ten years.
+TOKEN_LIFETIME_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
+TOKEN_LIFETIME_MAX = timedelta(days=3650)
+
+
+def token_lifetime(text: str, *, field: str = "expires_in") -> timedelta:
+    """'30m', '12h' or '90d' as a timedelta; InvalidInput for anything else."""
+    match = re.fullmatch(r"([0-9]{1,7})([mhd])", (text or "").strip().lower())
+    if match is None:
+        raise InvalidInput(
+            f"Say how long the token lives as a number and a unit: 30m, 12h or 90d "
+            f"(minutes, hours, days), not {str(text)[:40]!r}.",
+            field=field,
+        )
+    lifetime = timedelta(**{TOKEN_LIFETIME_UNITS[match[2]]: int(match[1])})
+    if not timedelta(0) < lifetime <= TOKEN_LIFETIME_MAX:
+        raise InvalidInput(
+            f"A token lives from 1m to {TOKEN_LIFETIME_MAX.days}d, not {match[0]!r}.",
+            field=field,
+        )
+    return lifetime
 
 
 @transaction.atomic
 def api_token_create(
-    *, team: Team | None = None, agent: Agent | None = None, user=None, label: str = ""
+    *,
+    team: Team | None = None,
+    agent: Agent | None = None,
+    user=None,
+    label: str = "",
+    expires_in: str | None = None,
+    read_only: bool = False,
 ) -> tuple[ApiToken, str]:
     """Create a team token (optionally bound to one of its agents) or an account token
-    (a staff user's). The plain key is returned once and never stored."""
+    (a staff user's); with `expires_in` ('30m', '12h', '90d') it expires that long
+    from now, with `read_only` it may only read. The plain key is returned once and
+    never stored."""
     label = (label or "").strip()
     text_check(label, field="label")
+    expires_at = timezone.now() + token_lifetime(expires_in) if expires_in else None
     if agent is not None:
         team = team or agent.team
         if agent.team_id != team.id:
@@ -443,6 +544,8 @@ def api_token_create(
         name=label,
         prefix=raw_key[: ApiToken.PREFIX_LENGTH],
         key_hash=ApiToken.hash_key(raw_key),
+        expires_at=expires_at,
+        read_only=bool(read_only),
     )
     validated(token, exclude=["team", "agent", "user", "prefix", "key_hash"])
     token.save()

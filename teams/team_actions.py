@@ -127,6 +127,8 @@ def phase_record(team: Team) -> list[str]:
 def phase_complete(*, team: Team, agent: Agent, summary: str) -> Team:
     """Record the coach's summary (what later phases see) and advance the phase."""
     team = services.team_lock(team)
+    if team.status == Team.Status.DONE:  # no second summary, no second team.done webhook
+        raise Conflict(f"Team {team.slug!r} is finished: every phase is complete.")
     finished = team.phase
     record = "\n".join([f"[Phase {finished} complete] {summary.strip()}", *phase_record(team)])
     services.message_add(team=team, content=record, kind=Message.Kind.PHASE_SUMMARY, author=agent)

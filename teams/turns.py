@@ -11,14 +11,22 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q, Subquery, Value
+from django.db.models import Exists, F, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from teams import budgets, drift, events, services, webhooks
+from teams import budgets, drift, drift_alerts, events, services, stuck, webhooks
 from teams.event_payloads import TeamStatusOut, TurnOut
 from teams.lifecycle import TeamAction
-from teams.models import ACTIVE_TURN_STATUSES, Agent, Message, Team, Turn, WebhookEvent
+from teams.models import (
+    ACTIVE_TURN_STATUSES,
+    Agent,
+    Message,
+    PMRequest,
+    Team,
+    Turn,
+    WebhookEvent,
+)
 
 log = logging.getLogger("loom.turns")
 
@@ -82,7 +90,17 @@ def enqueue_next(team: Team, after: Agent | None = None) -> Turn | None:
     if budget:  # the team pauses with a budget request for the PM
         budgets.budget_stop(team=team, budget=budget)
         return None
-    agent = next_speaker(team, after)
+    # The team's unfinished turns, in one read: one waiting for an approval goes first.
+    unfinished = list(
+        Turn.objects.filter(team=team, status__in=[Turn.Status.WAITING, *ACTIVE_TURN_STATUSES])
+        .order_by("id")
+        .values_list("id", "status", "purpose", "agent_id")
+    )
+    waiting = next((pk for pk, status, _, _ in unfinished if status == Turn.Status.WAITING), None)
+    if waiting is not None:
+        return _waiting_resume(team, Turn.objects.get(pk=waiting))
+    picked = _chosen(team)  # the PM's choice (teams.steering), once
+    agent = picked or next_speaker(team, after)
     if agent is None:
         services.system_note(team, "The team has no agents to speak; add some and resume.")
         services.team_transition(team=team, action=TeamAction.HALT)
@@ -92,10 +110,44 @@ def enqueue_next(team: Team, after: Agent | None = None) -> Turn | None:
         return None
     # One conversation turn at a time, and the speaker may be busy with an inbox
     # turn (whose finish hands the floor on again).
-    busy = Q(team=team, purpose=Turn.Purpose.CONVERSATION) | Q(agent=agent)
-    if Turn.objects.filter(busy, status__in=ACTIVE_TURN_STATUSES).exists():
+    busy = (
+        purpose == Turn.Purpose.CONVERSATION or agent_id == agent.id
+        for _, status, purpose, agent_id in unfinished
+        if status in ACTIVE_TURN_STATUSES
+    )
+    if any(busy):
         return None
+    if picked is not None:  # used: the rotation goes on after the chosen agent
+        Team.objects.filter(pk=team.pk).update(next_speaker=None)
+        team.next_speaker = None
     return turn_enqueue(team=team, agent=agent, number=team.turn_count + 1)
+
+
+def _chosen(team: Team) -> Agent | None:
+    """The speaker the PM chose (teams.steering), if it is still in the rotation."""
+    if team.next_speaker_id is None:
+        return None
+    return (
+        Agent.objects.filter(pk=team.next_speaker_id, team=team)
+        .exclude(role=Agent.Role.EXTERNAL)
+        .first()
+    )
+
+
+def _waiting_resume(team: Team, turn: Turn) -> Turn | None:
+    """A turn stopped at a call for approval goes on once the PM has answered; while
+    the request is open, the team waits for the PM (as after a resume from pause)."""
+    open_request = PMRequest.objects.filter(
+        turn=turn, kind=PMRequest.Kind.APPROVAL, status=PMRequest.Status.OPEN
+    ).exists()
+    if open_request:
+        services.team_transition(team=team, action=TeamAction.AWAIT_PM)
+        return None
+    if Turn.objects.filter(pk=turn.pk, status=Turn.Status.WAITING).update(
+        status=Turn.Status.QUEUED, queued_at=timezone.now()
+    ):
+        events.wake_worker(turn.pk)
+    return turn
 
 
 def inbox_wake(agent: Agent) -> Turn | None:
@@ -247,11 +299,24 @@ def turn_finish(
     team = services.team_lock(team)
     _turn_finished_publish(turn, team)
     budgets.budget_check(team)  # 80% of a budget used: the PM is told, once
+    drift_alerts.drift_alert_check(turn)  # significant drift two turns running: told once
+    stuck.stuck_check(team=team, turn=turn)  # the team asks the PM for help
     # After an inbox turn the conversation may have been waiting for this agent.
     enqueue_next(team, after=agent if turn.purpose == Turn.Purpose.CONVERSATION else None)
     if turn.purpose == Turn.Purpose.INBOX and inbox_pending(agent, turn.snapshot_message_id or 0):
         inbox_wake(agent)  # queries that arrived during this turn
     return True
+
+
+@transaction.atomic
+def turn_wait(*, turn: Turn, worker: str) -> bool:
+    """Stop a turn at a tool call that waits for the PM's approval: no worker holds
+    it; the answer queues it again and it resumes at that call."""
+    owned = _still_mine(turn, worker).update(status=Turn.Status.WAITING, lease_expires_at=None)
+    if owned:
+        turn.refresh_from_db()
+        _turn_finished_publish(turn, services.team_lock(turn.team))
+    return bool(owned)
 
 
 @transaction.atomic

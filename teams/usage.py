@@ -51,7 +51,14 @@ def team_add_usage(*, team: Team, model: str, usage: Usage) -> None:
 
 @transaction.atomic(savepoint=False)
 def model_call_record(
-    *, team: Team, model: str, usage: Usage, purpose: str, turn: Turn | None = None, agent=None
+    *,
+    team: Team,
+    model: str,
+    usage: Usage,
+    purpose: str,
+    turn: Turn | None = None,
+    agent=None,
+    reply: str = "",
 ) -> ModelCall:
     """A model call a tool made (smart retrieval): counted on its turn, or on the team
     when there is none, and recorded with what it was for (the spend's per-tool cut)."""
@@ -66,5 +73,6 @@ def model_call_record(
         purpose=purpose,
         model=model,
         cost_usd=cost_of(model, usage),
+        reply=reply,
         **usage.as_fields(),
     )

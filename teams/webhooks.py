@@ -29,7 +29,7 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
 from teams import services
-from teams.errors import Conflict, InvalidInput, integrity_as, validated
+from teams.errors import Conflict, InvalidInput, NotFound, integrity_as, validated
 from teams.models import Team, Webhook, WebhookDelivery, WebhookEvent
 
 SECRET_PREFIX = "whsec_"
@@ -85,19 +85,25 @@ def _url_check(url: str) -> str:
     return url
 
 
+def _new_secret() -> tuple[str, str, str]:
+    """(secret, stored encrypted, prefix shown to tell it)."""
+    secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+    return secret, _fernet().encrypt(secret.encode()).decode(), secret[: len(SECRET_PREFIX) + 4]
+
+
 @transaction.atomic
 def webhook_create(
     *, team: Team, url: str, events: list[str], enabled: bool = True
 ) -> tuple[Webhook, str]:
     """A new webhook of the team and its secret, returned this once (stored encrypted)."""
-    secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+    secret, encrypted, prefix = _new_secret()
     webhook = Webhook(
         team=team,
         url=_url_check(url),
         events=[str(e) for e in events] if isinstance(events, list | tuple) else events,
         enabled=enabled,
-        secret_encrypted=_fernet().encrypt(secret.encode()).decode(),
-        secret_prefix=secret[: len(SECRET_PREFIX) + 4],
+        secret_encrypted=encrypted,
+        secret_prefix=prefix,
     )
     validated(webhook, exclude=["team", "secret_encrypted", "secret_prefix"])
     team = Team.objects.select_for_update().get(pk=team.pk)  # one count at a time
@@ -131,6 +137,20 @@ def webhook_update(*, webhook: Webhook, fields: list[str]) -> Webhook:
     with integrity_as(duplicate):
         webhook.save(update_fields=fields)
     return webhook
+
+
+@transaction.atomic
+def webhook_secret_rotate(*, webhook: Webhook) -> tuple[Webhook, str]:
+    """A new secret for the webhook, returned this once (stored encrypted): from now on
+    every delivery, those already queued and their retries included, is signed with it,
+    and the old secret verifies nothing Loom sends."""
+    secret, encrypted, prefix = _new_secret()
+    if not Webhook.objects.filter(pk=webhook.pk).update(
+        secret_encrypted=encrypted, secret_prefix=prefix
+    ):
+        raise NotFound(f"Webhook {webhook.pk} no longer exists.")
+    webhook.secret_encrypted, webhook.secret_prefix = encrypted, prefix
+    return webhook, secret
 
 
 @transaction.atomic
@@ -261,14 +281,19 @@ def delivery_failed(
     error: str,
     now: datetime,
     status_code: int | None = None,
+    retry: bool = True,
 ) -> str:
     """The attempt failed (an answer other than 2xx, a timeout, no connection): due
     again after the backoff ("retrying"), or failed for good after the last allowed
-    attempt ("failed"); "" when the lease was lost meanwhile."""
+    attempt or when another attempt cannot go better (`retry` False: a URL that cannot
+    be used, an address the outbound guard refuses): "failed"; "" when the lease was
+    lost meanwhile."""
     delivery.refresh_from_db(fields=["attempts"])
-    final = delivery.attempts >= settings.LOOM_WEBHOOK_MAX_ATTEMPTS
     error = services.without_nul(error)[:ERROR_LIMIT]
-    if final:
+    final = not retry or delivery.attempts >= settings.LOOM_WEBHOOK_MAX_ATTEMPTS
+    if not retry:
+        error = f"{error} Not retried."[:ERROR_LIMIT]
+    elif final:
         error = f"Gave up after {delivery.attempts} attempts. Last: {error}"[:ERROR_LIMIT]
     recorded = _mine(delivery, worker).update(
         status=Status.FAILED if final else Status.PENDING,

@@ -1,9 +1,19 @@
 """A team's workspace: the one folder its agents' file tools may list, read and write.
 
-The folder is the team's `workspace` field when set (an absolute path; a relative one
-is taken from LOOM_DATA_DIR), else `$LOOM_DATA_DIR/workspaces/<slug>`; it is made
-when first needed, readable by Loom's user alone (0700). Nothing outside it is ever
-listed, read, written or created.
+The folder is the team's `workspace` field when set (a custom folder only a superuser
+names: an absolute path, or one relative to LOOM_DATA_DIR), else its default folder
+`$LOOM_DATA_DIR/workspaces/<team.folder>`, named by the team's own UUID, never by its
+slug: a renamed team keeps its files, and a team later given the old slug starts with
+an empty folder of its own. It is made when first needed, readable by Loom's user
+alone (0700). Nothing outside it is ever listed, read, written or created.
+
+A deleted team's default folder is removed with it (once the deletion is committed;
+`team_deleted`, connected in teams.apps), so no leftover waits for anyone. A custom
+folder is the superuser's: Loom never removes or moves it (it may be a checkout that
+other tools use, or shared by two teams on purpose).
+
+Messages never show a folder's place on the server: paths are relative to the
+workspace, and the folder itself is "team 'x''s workspace".
 
 Paths are relative to the workspace, folders separated by "/"; "" (or ".") is the
 workspace itself. `resolve` refuses, naming the path and why:
@@ -43,6 +53,9 @@ Limits:
   no turn (the API's rate limit bounds them);
 - MAX_FILES_TOUCHED (200): paths kept in an agent's files_touched (unique, the newest).
 
+Each write also keeps the content it wrote as the file's next revision
+(teams.revisions: content-addressed, the same content stored once).
+
 Writes are atomic: the content goes to a temporary file in the same folder (0600, or
 the replaced file's mode), is synced, and replaces the file with os.replace; missing
 folders are made (0700). Each write records the file's WorkspaceFile row (size, agent,
@@ -55,6 +68,7 @@ import errno
 import os
 import re
 import secrets
+import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,8 +78,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from teams import mesh
+from teams import events, mesh, revisions
 from teams.errors import InvalidInput, NotFound
+from teams.event_payloads import WorkspaceFileOut
 from teams.models import Agent, Team, Turn, WorkspaceFile
 
 MAX_PATH_CHARS = 500
@@ -160,26 +175,54 @@ def _refuse(path: str, reason: str, *, outside: bool = False) -> InvalidInput:
 # --- the root --------------------------------------------------------------------
 
 
+def workspaces_folder() -> Path:
+    """Where the teams' default folders are: $LOOM_DATA_DIR/workspaces."""
+    return Path(settings.DATA_DIR) / "workspaces"
+
+
+def default_root(team: Team) -> Path:
+    """The team's default folder, named by its own UUID (whether or not it exists)."""
+    return workspaces_folder() / str(team.folder)
+
+
 def workspace_root(team: Team) -> Path:
     """The team's workspace folder (made, 0700, when missing), as its real path."""
-    data = Path(settings.DATA_DIR)
-    if team.workspace:
+    custom = bool(team.workspace)
+    if custom:
         root = Path(team.workspace).expanduser()
         if not root.is_absolute():
-            root = data / root
+            root = Path(settings.DATA_DIR) / root
     else:
-        (data / "workspaces").mkdir(mode=0o700, parents=True, exist_ok=True)
-        root = data / "workspaces" / team.slug
+        workspaces_folder().mkdir(mode=0o700, parents=True, exist_ok=True)
+        root = default_root(team)
+    which = "custom workspace folder" if custom else "workspace folder"
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
         raise InvalidInput(
-            f"Team {team.slug!r}'s workspace {str(root)!r} cannot be made: {exc.strerror}."
+            f"Team {team.slug!r}'s {which} cannot be made: {exc.strerror}."
         ) from None
     real = root.resolve()
     if not real.is_dir():
-        raise InvalidInput(f"Team {team.slug!r}'s workspace {str(root)!r} is not a folder.")
+        raise InvalidInput(f"Team {team.slug!r}'s {which} is not a folder.")
     return real
+
+
+def team_deleted(sender, instance: Team, **kwargs) -> None:
+    """A deleted team's default folder goes with it, once the deletion is committed
+    (a rolled-back deletion keeps it). A custom folder is left alone."""
+    if instance.workspace or not instance.folder:
+        return
+    folder = default_root(instance)
+    transaction.on_commit(lambda: folder_remove(folder))
+
+
+def folder_remove(folder: Path) -> None:
+    """Remove a default folder and what it holds, never following a link out of it."""
+    if folder.is_symlink():
+        folder.unlink(missing_ok=True)
+    elif folder.is_dir():
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- paths -------------------------------------------------------------------------
@@ -333,6 +376,12 @@ def resolve(team: Team, path: str) -> Path:
     InvalidInput naming the path and why it is refused (OutsideWorkspace when it
     leaves the workspace or spells a way out)."""
     return _locate(team, path).real
+
+
+def relative(team: Team, path: str) -> str:
+    """The path as the workspace records it (links inside resolved), refused as
+    `resolve` refuses; for looking up a file's revisions."""
+    return _locate(team, path).rel
 
 
 # --- reaching a file again, without following links ------------------------------
@@ -544,7 +593,7 @@ def file_write(
     if len(located.rel) > MAX_PATH_CHARS:  # a link inside may resolve to a longer path
         raise _refuse(path, f"resolves to a path over {MAX_PATH_CHARS:,} characters.")
     _replace(path, located, data)
-    return _record(team, agent, turn, located.rel, len(data), writes_this_turn + 1)
+    return _record(team, agent, turn, located.rel, data, writes_this_turn + 1)
 
 
 def _replace(path: str, located: _Located, data: bytes) -> None:
@@ -584,11 +633,14 @@ def _replace(path: str, located: _Located, data: bytes) -> None:
         os.close(folder)
 
 
-def _record(team: Team, agent: Agent, turn: Turn | None, rel: str, size: int, count: int):
-    """The file's row (who wrote it last, in which turn, how often) and the agent's
-    files_touched (unique, the newest MAX_FILES_TOUCHED)."""
+def _record(team: Team, agent: Agent, turn: Turn | None, rel: str, data: bytes, count: int):
+    """The file's row (who wrote it last, in which turn, how often), its revision
+    (teams.revisions) and the agent's files_touched (unique, the newest
+    MAX_FILES_TOUCHED)."""
+    size = len(data)
     values = {"size": size, "agent": agent, "turn": turn, "updated_at": timezone.now()}
     with transaction.atomic():
+        revisions.revision_add(team=team, path=rel, data=data, agent=agent, turn=turn)
         rows = WorkspaceFile.objects.filter(team=team, path=rel)
         created = False
         if not rows.update(writes=F("writes") + 1, **values):
@@ -610,4 +662,11 @@ def _record(team: Team, agent: Agent, turn: Turn | None, rel: str, size: int, co
             touched = [*touched, rel][-MAX_FILES_TOUCHED:]
             Agent.objects.filter(pk=agent.pk).update(files_touched=touched)
         agent.files_touched = touched
+        row = WorkspaceFile.objects.select_related("agent", "turn").filter(team=team, path=rel)
+        events.publish(
+            events.FileWritten(
+                file=WorkspaceFileOut.of(row.get()), files=team.workspace_files.count()
+            ),
+            team_id=team.id,
+        )
     return Written(path=rel, size=size, writes=writes, created=created, writes_this_turn=count)

@@ -1,3 +1,5 @@
+import sys
+
 import pytest
 
 from tests.helpers import make_team, make_user
@@ -14,6 +16,35 @@ def private_data_dir(settings, tmp_path_factory):
     own: files one test writes are never seen by the next."""
     settings.DATA_DIR = tmp_path_factory.mktemp("data")
     return settings.DATA_DIR
+
+
+@pytest.fixture(autouse=True)
+def names(monkeypatch):
+    """The outbound guard's name lookups (teams.outbound.resolve) answered here: no
+    test looks a name up on the network. `localhost` is 127.0.0.1; a test adds the names
+    it needs (`names["hooks.example.test"] = ["10.0.0.5"]`); any other name does not
+    resolve."""
+    import socket
+
+    from teams import outbound
+
+    table = {"localhost": ["127.0.0.1"]}
+
+    def resolve(host: str, port: int) -> list[str]:
+        found = table.get(host.lower().removesuffix("."))
+        if found is None:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return list(found)
+
+    monkeypatch.setattr(outbound, "resolve", resolve)
+    return table
+
+
+@pytest.fixture
+def loopback_allowed(settings):
+    """The outbound guard lets URLs lead to loopback (the suite's fake receivers and
+    vendor APIs listen on 127.0.0.1), as LOOM_OUTBOUND_ALLOW_PRIVATE=1 does."""
+    settings.LOOM_OUTBOUND_ALLOW_PRIVATE = True
 
 
 @pytest.fixture
@@ -88,3 +119,22 @@ def ctx_for(team, agents):
         return tool_context(team=team, agent=agents[name], turn=turn, messages=messages)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def mcp_connections_closed():
+    """MCP connections a test opened are closed after it (the runtime is per process)."""
+    yield
+    client = sys.modules.get("teams.engine.mcp_client")
+    if client is not None:
+        client.close_all()
+
+
+@pytest.fixture
+def mcp_http(loopback_allowed):
+    """The fake MCP server over streamable HTTP, on a loopback port (which the outbound
+    guard then allows)."""
+    from tests.fakes.mcp_servers import McpHttpServer
+
+    with McpHttpServer() as server:
+        yield server

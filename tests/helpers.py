@@ -3,6 +3,8 @@ conversation."""
 
 import json
 import re
+import sys
+from pathlib import Path
 
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
@@ -273,3 +275,56 @@ def furnish(team, agents, *, token_label="old script"):
     request = pm_requests.pm_request_open(team=team, agent=agents["coach"], question="Scope?")
     token, _ = services.api_token_create(team=team, label=token_label)
     return SimpleNamespace(query=query, keeper=offload.keeper, request=request, token=token)
+
+
+PEER_CALL = {"to": "reviewer", "content": "check my layout"}
+
+
+def coder_asks_peer(messages_api, after=()):
+    """A fake-API script: the coach speaks; the coder calls peer_message (PEER_CALL,
+    saying why), then speaks; `after` are the coder's later replies."""
+    from tests.fakes.messages_api import text, tool
+
+    return messages_api(
+        per_agent(
+            {
+                "coach": [text("Start."), text("Go on."), text("Still here.")],
+                "researcher": [text("Noted."), text("Noted again.")],
+                "coder": [
+                    tool("peer_message", PEER_CALL, "toolu_peer", say="The reviewer must see it."),
+                    text("Sent my layout."),
+                    *after,
+                ],
+                "reviewer": [text("Fine."), text("Fine again.")],
+            }
+        )
+    )
+
+
+def stop_at_approval(team, messages_api, after=()):
+    """Run the team until the coder's peer_message (set to `ask`) waits for the PM;
+    the fake API's record."""
+    from teams import team_actions
+    from teams.models import Team
+
+    Team.objects.filter(pk=team.pk).update(tool_approvals={"peer_message": "ask"})
+    team.refresh_from_db()
+    api = coder_asks_peer(messages_api, after)
+    team_actions.team_start(team=team)
+    drain(team)
+    return api
+
+
+# The fake MCP server over stdio (tests.fakes.mcp_servers has its tools), as a command.
+FAKE_MCP_COMMAND = [
+    sys.executable,
+    str(Path(__file__).resolve().parent / "fakes" / "mcp_stdio.py"),
+]
+
+
+def make_mcp_server(team, name="fake", **kwargs):
+    """A stdio MCP server of the team running the fake (made as a superuser would)."""
+    from teams import mcp_servers
+
+    spec = {"transport": "stdio", "command": FAKE_MCP_COMMAND, "by_superuser": True}
+    return mcp_servers.mcp_server_create(team=team, name=name, **{**spec, **kwargs})

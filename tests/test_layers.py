@@ -23,6 +23,7 @@ FACE_PACKAGES = (
     "teams.web",
     "teams.live",
     "teams.api",
+    "teams.mcp",
     "teams.management",
 )
 

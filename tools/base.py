@@ -49,6 +49,9 @@ class ToolContext:
     # Asks a consultant profile for a structured answer (profile, frame) -> reply; only
     # the network call, so ask_multi may run several in threads. The engine supplies it.
     consult: Callable | None = None
+    # Calls a tool of an MCP server, (server, tool name, arguments) -> a result with
+    # .text and .is_error; a failure raises a LoomError. The engine supplies it.
+    call_mcp: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,12 @@ class Tool:
     # True for tools that may call a model (smart retrieval): they run outside the
     # transaction that records their step, which must not stay open that long.
     calls_model: ClassVar[bool] = False
+    # What the team's state table allows (registry.state_refusal checks it before any
+    # run, the agent loop's and the API's alike): a tool that writes is refused on a
+    # finished team, where only reading is left; `statuses`, when given, are the only
+    # team statuses the tool works in.
+    writes: ClassVar[bool] = True
+    statuses: ClassVar[frozenset[str] | None] = None
     # The most characters of its result the model reads (one policy, per-tool budgets:
     # a tool whose result holds several answers bounds each itself, within this).
     result_limit: ClassVar[int] = MAX_RESULT_CHARS
@@ -167,9 +176,16 @@ class Tool:
 
 
 def _short(value, limit: int) -> str:
-    """One line of at most `limit` characters."""
+    """One line of at most `limit` characters, cut after a whole word when one ends in
+    its last fifth (a model reads "Agree o…" as a typo, "Agree…" as a cut)."""
     text = " ".join(str(value).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit * 4 // 5:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
 
 
 def truncate(text: str, limit: int = MAX_RESULT_CHARS) -> str:

@@ -12,12 +12,13 @@ consultant's answer, each within its share of the tool's result budget."""
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -25,11 +26,15 @@ from teams import budgets
 from teams import consultations as c
 from teams.catalog import Usage
 from teams.errors import LoomError
-from teams.models import ConsultantProfile, Consultation, Team
+from teams.models import HUMAN_TEXT_LIMIT, SHORT_TEXT_LIMIT, ConsultantProfile, Consultation, Team
+from teams.workspace import MAX_PATH_CHARS
 from tools.base import Params, Tool, ToolContext, ToolResult, _short
 from tools.registry import register
 
 MAX_PARALLEL = 8
+MAX_PEERS = 50  # consultants named in one ask_multi
+ShortText = Annotated[str, Field(max_length=SHORT_TEXT_LIMIT)]
+WorkspacePath = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
 STRENGTHS_CHARS = 200  # of one consultant's strengths, in the schema
 # The result budgets: one answer of the largest size a consultant may give (2,000
 # tokens) with its key points fits ask_peer's; ask_multi shares its own among the
@@ -51,21 +56,31 @@ FocusArea = Literal[
 
 
 class PeerFields(Params):
-    prompt: str = Field(min_length=1, description="The question or request for the peer")
+    prompt: str = Field(
+        min_length=1,
+        max_length=HUMAN_TEXT_LIMIT,
+        description="The question or request for the peer",
+    )
     task_type: TaskType | None = Field(
         default=None, description="plan, debug, explain, question, fix, explore or general"
     )
-    relevant_files: list[str] | None = Field(
+    relevant_files: list[WorkspacePath] | None = Field(
         default=None,
         max_length=c.MAX_FILES,
         description="Workspace files the peer should focus on (their content is sent)",
     )
     context: str | None = Field(
-        default=None, description="Additional context: error messages, prior analysis"
+        default=None,
+        max_length=HUMAN_TEXT_LIMIT,
+        description="Additional context: error messages, prior analysis",
     )
-    focus_areas: list[FocusArea] | None = Field(default=None, description="What to look at")
+    focus_areas: list[FocusArea] | None = Field(
+        default=None, max_length=len(c.FOCUS_AREAS), description="What to look at"
+    )
     custom_prompt: str | None = Field(
-        default=None, description="Additional instructions for the peer"
+        default=None,
+        max_length=HUMAN_TEXT_LIMIT,
+        description="Additional instructions for the peer",
     )
 
     def request(self) -> c.PeerRequest:
@@ -80,7 +95,9 @@ class PeerFields(Params):
 
 
 class AskPeerParams(PeerFields):
-    peer: str = Field(min_length=1, description="The consultant to ask")
+    peer: str = Field(
+        min_length=1, max_length=SHORT_TEXT_LIMIT, description="The consultant to ask"
+    )
 
 
 def _peer_list(team: Team) -> str:
@@ -94,12 +111,21 @@ def _described(profile: ConsultantProfile) -> str:
     return f"{profile.name} ({_short(profile.strengths or profile.model, STRENGTHS_CHARS)})"
 
 
+def _profiles_enabled(team: Team) -> list[ConsultantProfile]:
+    """The team's consultants, read once for this team row (a turn's definitions of
+    both consultation tools name them)."""
+    profiles = getattr(team, "_consultants_enabled", None)
+    if profiles is None:
+        profiles = team._consultants_enabled = c.profiles_enabled(team)
+    return profiles
+
+
 def _with_consultants(definition: dict, team: Team | None, field: str, lead: str) -> dict:
     """The definition with the team's consultants in `field`'s description, and their
     names as its enum (the items' enum for a list)."""
     if team is None:
         return definition
-    profiles = c.profiles_enabled(team)
+    profiles = _profiles_enabled(team)
     definition = copy.deepcopy(definition)
     prop = definition["input_schema"]["properties"][field]
     if not profiles:
@@ -127,7 +153,7 @@ def _ask(ctx: ToolContext, profiles: list[ConsultantProfile], request: c.PeerReq
     pass all at once, and close each record."""
     batch = uuid.uuid4()
     frames, records = [], []
-    for profile in profiles:
+    for index, profile in enumerate(profiles):
         frames.append(
             c.peer_frame(profile=profile, team=ctx.team, agent=ctx.agent, request=request)
         )
@@ -139,6 +165,7 @@ def _ask(ctx: ToolContext, profiles: list[ConsultantProfile], request: c.PeerReq
                 profile=profile,
                 request=request,
                 batch=batch,
+                lead=index == 0,  # the request's texts are stored once, on the first
             )
         )
     refusals = _refusals(ctx, profiles, frames)
@@ -154,7 +181,12 @@ def _ask(ctx: ToolContext, profiles: list[ConsultantProfile], request: c.PeerReq
 
     # The network calls run side by side; the database is touched only here.
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(profiles))) as pool:
-        replies = list(pool.map(call, zip(profiles, frames, refusals, strict=True)))
+        # Each in a copy of this context: the calls' trace spans are the tool's children.
+        futures = [
+            pool.submit(contextvars.copy_context().run, call, pair)
+            for pair in zip(profiles, frames, refusals, strict=True)
+        ]
+        replies = [future.result() for future in futures]
     return [_close(ctx, record, reply) for record, reply in zip(records, replies, strict=True)]
 
 
@@ -263,8 +295,10 @@ class AskPeer(Tool):
 
 
 class AskMultiParams(PeerFields):
-    peers: list[str] | None = Field(
-        default=None, description="Consultants to ask. Omit to ask every enabled one."
+    peers: list[ShortText] | None = Field(
+        default=None,
+        max_length=MAX_PEERS,
+        description="Consultants to ask. Omit to ask every enabled one.",
     )
 
 
@@ -335,6 +369,7 @@ class ReadConsultationParams(Params):
 @register
 class ReadConsultation(Tool):
     name = "read_consultation"
+    writes = False
     description = (
         "Read a stored consultation of your team again, in full: the question, the "
         "consultant's whole answer with its key points, suggested actions, file "

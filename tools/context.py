@@ -10,12 +10,17 @@ from typing import Literal
 from pydantic import Field
 
 from teams import keepers
+from teams.models import Keeper
 from tools.base import Params, Tool, ToolContext, ToolResult, _short
 from tools.registry import register
 
 
 class RetrieveParams(Params):
-    query: str = Field(min_length=1, description="The question or search term")
+    query: str = Field(
+        min_length=1,
+        max_length=keepers.MAX_QUERY_CHARS,
+        description="The question or search term",
+    )
     keeper_id: int | None = Field(
         default=None, description="Specific keeper ID to query. Omit to search all keepers."
     )
@@ -31,6 +36,7 @@ class RetrieveParams(Params):
 @register
 class ContextRetrieve(Tool):
     name = "context_retrieve"
+    writes = False
     description = (
         "Retrieve context from team keepers. Use to recall offloaded conversation history, "
         "find decisions made earlier, or answer questions about past work. Defaults to "
@@ -47,6 +53,7 @@ class ContextRetrieve(Tool):
             keeper_id=params.keeper_id,
             mode=params.mode,
             ask_model=ctx.ask_model,
+            viewer=ctx.agent,  # its own keepers, and the team conversation's lines in any
         )
 
     @classmethod
@@ -66,6 +73,7 @@ class ContextRetrieve(Tool):
 class OffloadParams(Params):
     topic: str = Field(
         min_length=1,
+        max_length=Keeper._meta.get_field("topic").max_length,
         description=(
             "Short label describing the offloaded context (e.g. 'auth implementation', "
             "'database schema decisions')"

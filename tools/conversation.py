@@ -3,7 +3,7 @@
 from pydantic import Field
 
 from teams import pm_requests, team_actions
-from teams.models import Agent, Turn
+from teams.models import HUMAN_TEXT_LIMIT, Agent, TeamStatus, Turn
 from tools.base import Params, Tool, ToolContext, ToolResult, TurnEnd
 from tools.registry import register
 
@@ -11,6 +11,7 @@ from tools.registry import register
 class PassTurnParams(Params):
     reason: str = Field(
         min_length=1,
+        max_length=HUMAN_TEXT_LIMIT,
         description="Brief reason for passing (e.g., 'agree with proposal', 'waiting for layer 2')",
     )
 
@@ -18,6 +19,7 @@ class PassTurnParams(Params):
 @register
 class PassTurn(Tool):
     name = "pass_turn"
+    writes = False
     description = (
         "Call this when you have nothing new to contribute to the current discussion. "
         "Do not call this if you have concerns, questions, disagreements, or new "
@@ -38,7 +40,11 @@ COACH_ONLY = frozenset({Agent.Role.COACH.value})
 
 
 class AskPmParams(Params):
-    question: str = Field(min_length=1, description="What you need the PM to decide or clarify")
+    question: str = Field(
+        min_length=1,
+        max_length=HUMAN_TEXT_LIMIT,
+        description="What you need the PM to decide or clarify",
+    )
 
 
 @register
@@ -73,6 +79,7 @@ class AskPm(Tool):
 class PhaseCompleteParams(Params):
     summary: str = Field(
         min_length=1,
+        max_length=HUMAN_TEXT_LIMIT,
         description="What the team agreed in this phase; later phases see only this summary",
     )
 
@@ -80,6 +87,7 @@ class PhaseCompleteParams(Params):
 @register
 class SignalPhaseComplete(Tool):
     name = "signal_phase_complete"
+    statuses = frozenset({TeamStatus.RUNNING.value})
     description = (
         "Signal that the current phase's work is complete and the team should move to the "
         "next phase. Give a summary of what was decided: it is what later phases see of "

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from teams import drift, mesh, services
 from teams.drift import chain_breaks, drift_report, score
-from teams.models import Anchor, Team
+from teams.models import HUMAN_TEXT_LIMIT, Anchor, Team
 from tools.base import DIGEST_CHARS, Params, Tool, ToolContext, ToolResult, _short
 from tools.context import ContextOffload
 from tools.registry import register
@@ -29,20 +29,24 @@ FILES_SHOWN = 10
 VALUE_SHOWN = 160  # characters of a level or an anchor value in a digest line
 
 
-def _quoted(value: str) -> str:
-    return f'"{_short(value, VALUE_SHOWN)}"'
+def _quoted(value: str, limit: int = VALUE_SHOWN) -> str:
+    return f'"{_short(value, limit)}"'
 
 
 class DeclareIntentParams(Params):
     trajectory: str = Field(
-        min_length=1, description="What you are working towards in this phase, in one sentence"
+        min_length=1,
+        max_length=HUMAN_TEXT_LIMIT,
+        description="What you are working towards in this phase, in one sentence",
     )
     tactic: str = Field(
         default="",
+        max_length=HUMAN_TEXT_LIMIT,
         description="Your approach (optional: omit it to keep your current tactic)",
     )
     action: str = Field(
         default="",
+        max_length=HUMAN_TEXT_LIMIT,
         description="The step you are on (optional: omit it to keep your current action)",
     )
 
@@ -81,10 +85,12 @@ class DeclareIntent(Tool):
 
     @classmethod
     def digest(cls, params: DeclareIntentParams, result: ToolResult) -> str:
-        line = f"You declared your trajectory: {_quoted(params.trajectory)}"
+        # Each level gets a third of what the labels leave, so the line is never cut.
+        shown = (DIGEST_CHARS - 60) // 3
+        line = f"You declared your trajectory: {_quoted(params.trajectory, shown)}"
         for level in ("tactic", "action"):
             if getattr(params, level):
-                line += f"; {level}: {_quoted(getattr(params, level))}"
+                line += f"; {level}: {_quoted(getattr(params, level), shown)}"
         return _short(line, DIGEST_CHARS)
 
 
@@ -92,7 +98,7 @@ class MapContextParams(Params):
     level: Literal["trajectory", "tactic", "action"] = Field(
         description="Which level to update: trajectory (goal), tactic (approach), action (step)"
     )
-    content: str = Field(min_length=1, description="What it is now")
+    content: str = Field(min_length=1, max_length=HUMAN_TEXT_LIMIT, description="What it is now")
 
 
 @register
@@ -120,6 +126,7 @@ class MapContext(Tool):
 @register
 class ScanHierarchy(Tool):
     name = "scan_hierarchy"
+    writes = False
     description = (
         "See your current session state — hierarchy, metrics, and anchors. "
         "Call this when you want to know what you're working on."
@@ -156,9 +163,13 @@ class ScanHierarchy(Tool):
 
 class SaveAnchorParams(Params):
     key: str = Field(
-        min_length=1, description="Short label for the anchor (e.g., 'DB_SCHEMA', 'API_PORT')"
+        min_length=1,
+        max_length=Anchor._meta.get_field("key").max_length,
+        description="Short label for the anchor (e.g., 'DB_SCHEMA', 'API_PORT')",
     )
-    value: str = Field(min_length=1, description="The immutable fact or constraint")
+    value: str = Field(
+        min_length=1, max_length=HUMAN_TEXT_LIMIT, description="The immutable fact or constraint"
+    )
 
 
 @register
@@ -206,6 +217,7 @@ class SaveAnchor(Tool):
 @register
 class ThinkBack(Tool):
     name = "think_back"
+    writes = False
     description = (
         "Pause and refocus. Shows your current trajectory, anchors, "
         "what you've accomplished, and any issues. Use when you feel lost or stuck."
@@ -257,6 +269,7 @@ class ThinkBack(Tool):
 @register
 class CheckDrift(Tool):
     name = "check_drift"
+    writes = False
     description = (
         "Check if your current work aligns with your declared trajectory. "
         "Returns a drift report with health indicators. Use before marking work complete."

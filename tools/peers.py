@@ -3,14 +3,16 @@
 from pydantic import Field
 
 from teams import services
-from teams.models import Agent, Message
+from teams.models import HUMAN_TEXT_LIMIT, SHORT_TEXT_LIMIT, Agent, Message
 from tools.base import Params, Tool, ToolContext
 from tools.registry import register
 
 
 class PeerMessageParams(Params):
-    to: str = Field(min_length=1, description="Name of the recipient agent")
-    content: str = Field(min_length=1, description="Message content")
+    to: str = Field(
+        min_length=1, max_length=SHORT_TEXT_LIMIT, description="Name of the recipient agent"
+    )
+    content: str = Field(min_length=1, max_length=HUMAN_TEXT_LIMIT, description="Message content")
 
 
 @register
@@ -42,13 +44,16 @@ class PeerMessage(Tool):
 
 class PeerDiscoveryParams(Params):
     role: str | None = Field(
-        default=None, description="Only list agents with this role (e.g. 'coder')"
+        default=None,
+        max_length=SHORT_TEXT_LIMIT,
+        description="Only list agents with this role (e.g. 'coder')",
     )
 
 
 @register
 class PeerDiscovery(Tool):
     name = "peer_discovery"
+    writes = False
     description = "List the other agents in your team with their roles, optionally by role."
     Params = PeerDiscoveryParams
 

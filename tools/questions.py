@@ -11,7 +11,7 @@ import re
 from pydantic import Field
 
 from teams import questions
-from teams.models import Message, Query
+from teams.models import HUMAN_TEXT_LIMIT, SHORT_TEXT_LIMIT, Message, Query
 from tools.base import Params, Tool, ToolContext, ToolResult, _short
 from tools.registry import register
 
@@ -20,12 +20,18 @@ DIGEST_TEXT_CHARS = 160
 
 
 class AskParams(Params):
-    question: str = Field(min_length=1, description="The question to ask")
+    question: str = Field(
+        min_length=1, max_length=HUMAN_TEXT_LIMIT, description="The question to ask"
+    )
     target: str | None = Field(
-        default=None, description="Name of a specific agent to ask. Omit to broadcast to all."
+        default=None,
+        max_length=SHORT_TEXT_LIMIT,
+        description="Name of a specific agent to ask. Omit to broadcast to all.",
     )
     context: str | None = Field(
-        default=None, description="Additional context relevant to the question"
+        default=None,
+        max_length=HUMAN_TEXT_LIMIT,
+        description="Additional context relevant to the question",
     )
 
 
@@ -65,8 +71,14 @@ class PeerAskQuestion(Tool):
 
 
 class AnswerParams(Params):
-    query_id: str = Field(min_length=1, description="The query ID from the question you received")
-    answer: str = Field(min_length=1, description="Your answer to the question")
+    query_id: str = Field(
+        min_length=1,
+        max_length=SHORT_TEXT_LIMIT,
+        description="The query ID from the question you received",
+    )
+    answer: str = Field(
+        min_length=1, max_length=HUMAN_TEXT_LIMIT, description="Your answer to the question"
+    )
 
 
 @register
@@ -92,13 +104,17 @@ class PeerAnswerQuestion(Tool):
 
 
 class ForwardParams(Params):
-    query_id: str = Field(min_length=1, description="The query ID to forward")
+    query_id: str = Field(
+        min_length=1, max_length=SHORT_TEXT_LIMIT, description="The query ID to forward"
+    )
     target: str | None = Field(
         default=None,
+        max_length=SHORT_TEXT_LIMIT,
         description="Name of the agent to forward to. Omit to re-broadcast to everyone.",
     )
     enrichment: str = Field(
         min_length=1,
+        max_length=HUMAN_TEXT_LIMIT,
         description="What you know about this question (added as context for the next agent)",
     )
 

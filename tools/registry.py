@@ -15,8 +15,9 @@ from dataclasses import replace
 from django.db import transaction
 from pydantic import ValidationError
 
-from teams import mesh
-from teams.errors import LoomError, ModelError
+from teams import approvals, mesh
+from teams.errors import LoomError, ModelError, PermissionDenied
+from teams.models import ApprovalPolicy, Team, TeamStatus
 from tools.base import Tool, ToolContext, ToolResult, truncate
 
 log = logging.getLogger("loom.tools")
@@ -58,14 +59,54 @@ def get(name: str) -> type[Tool] | None:
     return _load().get(name)
 
 
+def team_tools(team) -> list[type[Tool]]:
+    """Every tool of a team: the built-in ones and its MCP servers' (`never` ones left
+    out: they are not offered at all)."""
+    from tools.mcp import mcp_tools
+
+    builtin = [t for t in _load().values() if policy(t, team) != ApprovalPolicy.NEVER]
+    return builtin + mcp_tools(team)
+
+
 def toolset(agent, team) -> list[type[Tool]]:
-    """The tools this agent may use now (role and phase decide)."""
-    return [tool for tool in _load().values() if tool.available_to(agent, team)]
+    """The tools this agent may use now (role, phase and approval policy decide)."""
+    return [tool for tool in team_tools(team) if tool.available_to(agent, team)]
+
+
+def find(name: str, team) -> type[Tool] | None:
+    """A tool of the team by its offered name, MCP tools included."""
+    return get(name) or next((t for t in team_tools(team) if t.name == name), None)
+
+
+def policy(tool: type[Tool], team) -> ApprovalPolicy:
+    """Whether a call of `tool` runs at once, waits for the PM, or is never offered:
+    an MCP tool carries its server's (read with the toolset), a built-in one the team's."""
+    if team is None:
+        return ApprovalPolicy.AUTO
+    mcp_policy = getattr(tool, "approval", None)
+    if mcp_policy is not None:
+        return mcp_policy
+    return approvals.tool_policy(team, tool.name)
+
+
+# Said in the description of a tool whose calls wait for the PM: the model should
+# know the team pauses, and that its text before the call is the PM's reason.
+ASKS_THE_PM = (
+    " Each call waits for the PM's approval and the team pauses until then: before the "
+    "call, say in your text why you need it (the PM reads it with the arguments). The PM "
+    "may approve it, change its arguments or deny it."
+)
 
 
 def definitions(tools: list[type[Tool]], team=None) -> list[dict]:
     """The Anthropic tool definitions, as the team's agents see them."""
-    return [tool.definition_for(team) for tool in tools]
+    found = []
+    for tool in tools:
+        definition = tool.definition_for(team)
+        if team is not None and policy(tool, team) == ApprovalPolicy.ASK:
+            definition = {**definition, "description": definition["description"] + ASKS_THE_PM}
+        found.append(definition)
+    return found
 
 
 def execute(
@@ -77,7 +118,8 @@ def execute(
     the tool's own writes, so a worker that dies between the two cannot leave a tool
     that ran without its step, which a resumed turn would run again. Tools that call
     a model are the exception: no transaction stays open across a model call."""
-    tool = get(name)
+    tool = next((t for t in allowed if t.name == name), None) if allowed else None
+    tool = tool or get(name)
     if tool is not None and not tool.calls_model and record is not None:
         with transaction.atomic():
             result = _execute(tool, name, arguments, ctx, allowed)
@@ -89,11 +131,35 @@ def execute(
     return result
 
 
+def state_refusal(tool: type[Tool], team: Team) -> str:
+    """Why the team's state does not allow `tool` now, or "" when it does: read fresh,
+    whatever the caller's copy of the team says. A finished team is only read."""
+    status = Team.objects.filter(pk=team.pk).values_list("status", flat=True).first()
+    if status is None:
+        return f"team {team.slug} no longer exists."
+    status = TeamStatus(status)
+    if tool.writes and status == TeamStatus.DONE:
+        return (
+            f"team {team.slug} is finished; {tool.name} would change it, and a finished "
+            "team can only be read (its conversation, files, keepers and questions)."
+        )
+    if tool.statuses is not None and status not in tool.statuses:
+        allowed = " or ".join(TeamStatus(s).label.lower() for s in sorted(tool.statuses))
+        return (
+            f"team {team.slug} is {status.label.lower()}; {tool.name} works only while "
+            f"the team is {allowed}."
+        )
+    return ""
+
+
 def _execute(tool, name: str, arguments, ctx: ToolContext, allowed) -> ToolResult:
     if tool is None or (allowed is not None and tool not in allowed):
         if tool is not None:  # its role or phase does not allow it: a violation (seed 004)
             mesh.agent_record_violation(agent=ctx.agent)
         return ToolResult(f"Error: Unknown tool {name!r} (not available to you).", is_error=True)
+    refused = state_refusal(tool, ctx.team)
+    if refused:  # the team's state table, not the agent's rights: no violation
+        return ToolResult(f"Error: {refused}", is_error=True)
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments or "{}")
@@ -104,6 +170,9 @@ def _execute(tool, name: str, arguments, ctx: ToolContext, allowed) -> ToolResul
     try:
         params = tool.Params.model_validate(arguments)
     except ValidationError as exc:
+        over = over_cap(exc)
+        if over:
+            return ToolResult(f"Error: {over}", is_error=True)
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
             for err in exc.errors()
@@ -116,7 +185,8 @@ def _execute(tool, name: str, arguments, ctx: ToolContext, allowed) -> ToolResul
         with guard:
             result = tool().run(params, ctx)
     except LoomError as exc:
-        if tool.failures_are_results and not isinstance(exc, ModelError):
+        # A refusal (PermissionDenied) is an error all the same: the call changed nothing.
+        if tool.failures_are_results and not isinstance(exc, (ModelError, PermissionDenied)):
             text = truncate(exc.message, tool.result_limit)
             return ToolResult(text, digest=f"You used {name}. Result: {text[:200]}")
         return ToolResult(f"Error: {exc.message}", is_error=True)
@@ -127,6 +197,22 @@ def _execute(tool, name: str, arguments, ctx: ToolContext, allowed) -> ToolResul
         result = ToolResult(result)
     result = replace(result, text=truncate(result.text, tool.result_limit))
     return replace(result, digest=_digest(tool, params, result))
+
+
+def over_cap(exc: ValidationError) -> str:
+    """The first text (or list) over its cap, in words ("question is 2,400,000
+    characters; the limit is 20,000."), or "" when nothing is too long."""
+    for err in exc.errors():
+        limit = (err.get("ctx") or {}).get("max_length")
+        given = err.get("input")
+        if limit is None or not hasattr(given, "__len__"):
+            continue
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        if err["type"] == "string_too_long":
+            return f"{where} is {len(given):,} characters; the limit is {limit:,}."
+        if err["type"] == "too_long":
+            return f"{where} has {len(given):,} items; the limit is {limit:,}."
+    return ""
 
 
 def _digest(tool, params, result: ToolResult) -> str:

@@ -15,7 +15,7 @@ from tools.registry import register
 
 # A file_read result's text, so the header and the note that follow fit in a result.
 READ_CHARS = MAX_RESULT_CHARS - 1000
-PATH_HELP = "Relative to the workspace, folders separated by '/'"
+PATH_HELP = "relative to the workspace, folders separated by '/'"
 
 
 def _size(size: int | None) -> str:
@@ -24,13 +24,16 @@ def _size(size: int | None) -> str:
 
 class ListParams(Params):
     path: str = Field(
-        default="", description=f"A folder, {PATH_HELP} (e.g. 'src'). Omit for the top folder."
+        default="",
+        max_length=workspace.MAX_PATH_CHARS,
+        description=f"A folder, {PATH_HELP} (e.g. 'src'). Omit for the top folder.",
     )
 
 
 @register
 class FileList(Tool):
     name = "file_list"
+    writes = False
     description = (
         "List the files and folders of the team's workspace, the shared folder where the "
         "team's work lives: the top folder, or the folder you name. Shows each entry's "
@@ -63,7 +66,10 @@ class FileList(Tool):
 
 
 class ReadParams(Params):
-    path: str = Field(description=f"A file, {PATH_HELP} (e.g. 'src/parser.py')")
+    path: str = Field(
+        max_length=workspace.MAX_PATH_CHARS,
+        description=f"A file, {PATH_HELP} (e.g. 'src/parser.py')",
+    )
     start_line: int = Field(
         default=1, ge=1, description="The line to start at (1 is the first). Default: 1."
     )
@@ -72,6 +78,7 @@ class ReadParams(Params):
 @register
 class FileRead(Tool):
     name = "file_read"
+    writes = False
     description = (
         "Read a text file of the team's workspace. A long file comes in parts: the result "
         "says which lines it shows and the start_line to read on from. Binary files are "
@@ -116,11 +123,16 @@ class FileRead(Tool):
 
 
 class WriteParams(Params):
-    path: str = Field(description=f"A file, {PATH_HELP} (e.g. 'src/parser.py')")
+    path: str = Field(
+        max_length=workspace.MAX_PATH_CHARS,
+        description=f"A file, {PATH_HELP} (e.g. 'src/parser.py')",
+    )
     # Written exactly as given: no whitespace stripped.
+    # At most MAX_WRITE_BYTES characters: the service still counts its UTF-8 bytes.
     content: Annotated[str, StringConstraints(strip_whitespace=False)] = Field(
+        max_length=workspace.MAX_WRITE_BYTES,
         description=f"The whole new text of the file (at most {workspace.MAX_WRITE_BYTES // 1024} "
-        "KB as UTF-8)"
+        "KB as UTF-8)",
     )
 
 

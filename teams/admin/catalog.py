@@ -3,6 +3,7 @@
 from django.contrib import admin, messages
 
 from teams import consultations, selectors
+from teams.admin.forms import ConsultantProfileForm
 from teams.admin.scoping import SuperuserOnlyAdmin
 from teams.models import (
     ConsultantProfile,
@@ -13,6 +14,8 @@ from teams.models import (
 @admin.register(ConsultantProfile)
 class ConsultantProfileAdmin(SuperuserOnlyAdmin):
     """Profiles belong to no team and serve every team: superusers only."""
+
+    form = ConsultantProfileForm
 
     list_display = ("name", "provider", "model", "key_status", "enabled")
     list_filter = ("enabled", "provider")

@@ -11,21 +11,26 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.formats import date_format
 from django.utils.html import format_html
 
-from teams import services
-from teams.admin.forms import ApiTokenForm, WebhookForm
+from teams import mcp_servers, services
+from teams.admin.forms import ApiTokenForm, McpServerForm, WebhookForm
 from teams.admin.fragments import fragment
-from teams.admin.scoping import HistoryAdminMixin, TeamScopedAdmin
+from teams.admin.scoping import HistoryAdminMixin, SuperuserOnlyAdmin, TeamScopedAdmin
+from teams.engine import mcp_client
 from teams.errors import LoomError
+from teams.health import live_window
 from teams.models import (
     ApiToken,
+    McpServer,
     Webhook,
     WebhookDelivery,
+    WorkerHeartbeat,
 )
 from teams.webhooks import (
     WEBHOOK_SETTINGS,
     delivery_retry,
     webhook_create,
     webhook_delete,
+    webhook_secret_rotate,
     webhook_update,
 )
 
@@ -62,19 +67,38 @@ class ApiTokenAdmin(TeamScopedAdmin):
         "agent",
         "user",
         "prefix",
+        "read_only",
         "created_at",
         "last_used_at",
+        "expires_at",
         "revoked_at",
     )
-    list_filter = ("team",)
+    list_filter = ("team", "read_only")
     search_fields = ("name", "prefix")
     list_select_related = ("team", "agent", "user")
-    fields = ("team", "agent", "name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
     actions = ("revoke",)
+
+    def get_fields(self, request, obj=None):
+        """Made with a lifetime (expires_in); a made token's rights stay as they were
+        made: its expiry and read-only flag are shown, not changed."""
+        lifetime = ("expires_at",) if obj is not None else ("expires_in",)
+        return (
+            "team",
+            "agent",
+            "name",
+            "read_only",
+            *lifetime,
+            "user",
+            "prefix",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+        )
 
     def get_readonly_fields(self, request, obj=None):
         live = ("user", "prefix", "created_at", "last_used_at", "revoked_at")
-        return live + (("team", "agent") if obj is not None else ())
+        made = ("team", "agent", "read_only", "expires_at") if obj is not None else ()
+        return live + made
 
     def get_queryset(self, request):
         if request.user.is_superuser:  # account tokens belong to no team
@@ -90,8 +114,15 @@ class ApiTokenAdmin(TeamScopedAdmin):
     def save_model(self, request, obj, form, change):
         if change:
             return super().save_model(request, obj, form, change)
-        token, raw_key = services.api_token_create(team=obj.team, agent=obj.agent, label=obj.name)
+        token, raw_key = services.api_token_create(
+            team=obj.team,
+            agent=obj.agent,
+            label=obj.name,
+            expires_in=form.cleaned_data.get("expires_in") or None,
+            read_only=obj.read_only,
+        )
         obj.pk, obj.prefix, obj.key_hash = token.pk, token.prefix, token.key_hash
+        obj.expires_at, obj.created_at = token.expires_at, token.created_at
         obj._raw_key = raw_key  # for response_add only; never stored
 
     def response_add(self, request, obj, post_url_continue=None):
@@ -130,6 +161,31 @@ class WebhookAdmin(TeamScopedAdmin):
         "created_at",
         "recent_deliveries",
     )
+
+    actions = ("rotate_secret",)
+
+    @admin.action(description="Rotate the secret (the new one shown once)", permissions=["change"])
+    def rotate_secret(self, request, queryset):
+        """A new secret for one webhook, shown once on the next page (as when made)."""
+        if len(queryset) != 1:
+            self.message_user(
+                request, "Choose one webhook: its new secret is shown once.", messages.WARNING
+            )
+            return None
+        try:
+            webhook, secret = webhook_secret_rotate(webhook=queryset[0])
+        except LoomError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return None
+        return shown_once(
+            self,
+            request,
+            "Webhook secret rotated",
+            crumb=webhook.url,
+            webhook=webhook,
+            secret=secret,
+            rotated=True,
+        )
 
     def get_readonly_fields(self, request, obj=None):
         live = ("secret_prefix", "created_at", "recent_deliveries")
@@ -170,8 +226,7 @@ class WebhookAdmin(TeamScopedAdmin):
                 team=obj.team, url=obj.url, events=obj.events, enabled=obj.enabled
             )
         except LoomError as exc:  # a duplicate made meanwhile: say so, change nothing
-            self.message_user(request, exc.message, messages.ERROR)
-            return
+            self.refuse(exc)
         obj.pk, obj.secret_prefix = webhook.pk, webhook.secret_prefix
         obj.created_at = webhook.created_at
         obj._secret = secret  # for response_add only; stored encrypted
@@ -257,3 +312,124 @@ class WebhookDeliveryAdmin(HistoryAdminMixin, TeamScopedAdmin):
                 sent += 1
         if sent:
             self.message_user(request, f"{sent} deliver{'y' if sent == 1 else 'ies'} queued again.")
+
+
+@admin.register(McpServer)
+class McpServerAdmin(TeamScopedAdmin):
+    """A team's MCP servers: made, changed and deleted through teams.mcp_servers, their
+    tools listed again by the action. A stdio server runs a command on the Loom host:
+    its command and variables are a superuser's (others see them read-only and add
+    streamable HTTP servers only). Variable values are never here: only names."""
+
+    form = McpServerForm
+    list_display = ("name", "team", "transport", "target", "approval", "health", "listed_at")
+    list_filter = ("transport", "team")
+    search_fields = ("name", "url")
+    list_select_related = ("team",)
+    fields = (
+        "team",
+        "name",
+        *mcp_servers.MCP_SETTINGS,
+        "health",
+        "listed_at",
+        "tool_list",
+    )
+    actions = ("refresh",)
+
+    def get_readonly_fields(self, request, obj=None):
+        live = ("health", "listed_at", "tool_list")
+        if obj is not None:
+            live += ("team", "name")
+        if not request.user.is_superuser:
+            live += ("command", "env_vars") + (("transport",) if obj is not None else ())
+        return live
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.by_superuser = request.user.is_superuser
+        return form
+
+    @admin.display(description="command or URL")
+    def target(self, obj):
+        return " ".join(obj.command) if obj.transport == McpServer.Transport.STDIO else obj.url
+
+    @admin.display(description="health")
+    def health(self, obj):
+        if obj.pk is None:
+            return "—"
+        if obj.healthy:
+            return "healthy"
+        return f"unhealthy since {with_seconds(obj.error_at)}: {obj.error}"
+
+    @admin.display(description="tools")
+    def tool_list(self, obj):
+        if obj.pk is None:
+            return "—"
+        return fragment("mcp_tools.html", tools=mcp_servers.mcp_server_tools(server=obj))
+
+    @admin.action(description="List the selected servers' tools again", permissions=["change"])
+    def refresh(self, request, queryset):
+        for server in queryset:
+            server = mcp_client.refresh(server)
+            if server.healthy:
+                self.message_user(request, f"{server.name}: {len(server.tools)} tool(s) listed.")
+            else:
+                self.message_user(request, f"{server.name}: {server.error}", messages.WARNING)
+
+    def save_model(self, request, obj, form, change):
+        superuser = request.user.is_superuser
+        try:
+            if change:
+                changes = {
+                    f: getattr(obj, f) for f in form.changed_data if f in mcp_servers.MCP_SETTINGS
+                }
+                server = mcp_servers.mcp_server_update(
+                    server=obj, changes=changes, by_superuser=superuser
+                )
+            else:
+                server = mcp_servers.mcp_server_create(
+                    team=obj.team,
+                    name=obj.name,
+                    **{f: getattr(obj, f) for f in mcp_servers.MCP_SETTINGS},
+                    by_superuser=superuser,
+                )
+        except LoomError as exc:  # changed meanwhile: say so, change nothing
+            self.message_user(request, exc.message, messages.ERROR)
+            return
+        obj.pk, obj.created_at, obj.updated_at = server.pk, server.created_at, server.updated_at
+
+    def delete_model(self, request, obj):
+        mcp_servers.mcp_server_delete(server=obj)
+
+    def delete_queryset(self, request, queryset):
+        for server in queryset:
+            mcp_servers.mcp_server_delete(server=server)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        if obj.pk is None:  # not made: back to the list, where the error shows
+            return HttpResponseRedirect(reverse("admin:teams_mcpserver_changelist"))
+        return super().response_add(request, obj, post_url_continue)
+
+
+@admin.register(WorkerHeartbeat)
+class WorkerHeartbeatAdmin(SuperuserOnlyAdmin):
+    """The turn workers' signs of life (teams.health), read-only: the workers write
+    them. Deployment-wide (hosts and pids), so for superusers only."""
+
+    list_display = ("worker", "host", "pid", "running_turns", "started_at", "last_seen", "alive")
+    list_filter = ("host",)
+    readonly_fields = ("worker", "host", "pid", "running_turns", "started_at", "last_seen")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(boolean=True, description="alive")
+    def alive(self, obj):
+        """Seen within two turn leases: /healthz counts it."""
+        return obj.last_seen >= timezone.now() - live_window()

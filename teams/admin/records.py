@@ -2,10 +2,11 @@
 files): shown, never edited by hand."""
 
 from django.contrib import admin, messages
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from teams import consultations, requests, selectors
+from teams import cloning, consultations, forking, requests, selectors
 from teams.admin.fragments import fragment
 from teams.admin.scoping import HistoryAdminMixin, HistoryInline, TeamScopedAdmin
 from teams.errors import LoomError
@@ -30,9 +31,39 @@ class MessageAdmin(HistoryAdminMixin, TeamScopedAdmin):
     search_fields = ("content", "author__name", "author_label")
     list_select_related = ("team", "author", "recipient")
 
+    actions = ("fork_here",)
+
     @admin.display(description="content")
     def short(self, obj):
         return obj.content[:100]
+
+    @admin.action(description="Fork the team at this message", permissions=["view"])
+    def fork_here(self, request, queryset):
+        """A new idle team holding the message's team as of the message (teams.forking)."""
+        if len(queryset) != 1:
+            self.message_user(request, "Select one message to fork at.", messages.ERROR)
+            return
+        message = queryset.select_related("team").first()
+        team = message.team
+        try:
+            fork = forking.team_fork(
+                team=team,
+                slug=cloning.next_free_slug(team.slug),
+                at_message=message.pk,
+                user=request.user,
+            )
+        except LoomError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return
+        self.message_user(
+            request,
+            format_html(
+                '{} <a href="{}">Watch it live</a>; start it when ready.',
+                forking.made_message(fork),
+                reverse("team-live", args=[fork.slug]),
+            ),
+            messages.SUCCESS,
+        )
 
 
 class TurnStepInline(HistoryInline):

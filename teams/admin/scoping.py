@@ -5,6 +5,7 @@ from django.contrib.admin.utils import get_fields_from_path
 from django.db.models import Q
 
 from teams import selectors
+from teams.errors import LoomError
 from teams.models import (
     Agent,
     Anchor,
@@ -13,6 +14,7 @@ from teams.models import (
     Consultation,
     Keeper,
     KeeperEntry,
+    McpServer,
     Message,
     PMRequest,
     Query,
@@ -48,6 +50,7 @@ TEAM_PATHS = {
     WorkspaceFile: "team",
     Webhook: "team",
     WebhookDelivery: "webhook__team",
+    McpServer: "team",
 }
 
 
@@ -93,9 +96,48 @@ class ScopedChoicesMixin:
         return field
 
 
+class Refused(Exception):
+    """A service refused an admin save (TeamScopedAdmin.refuse)."""
+
+    def __init__(self, error: LoomError):
+        super().__init__(error.message)
+        self.error = error
+
+
 class TeamScopedAdmin(ScopedChoicesMixin, admin.ModelAdmin):
     """A teams-app admin whose lists, pages, actions, filters and choices show only
-    the rows of the teams the user may see (TEAM_PATHS[model] leads to the team)."""
+    the rows of the teams the user may see (TEAM_PATHS[model] leads to the team).
+
+    A save_model whose service refuses calls `self.refuse(exc)`: the whole edit is
+    rolled back (inline rows too), and the form comes back with the user's input and
+    the reason as a form error, never "changed successfully"."""
+
+    def refuse(self, error: LoomError):
+        raise Refused(error)
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except Refused as refused:
+            # The edit's transaction was rolled back: show the form again, refused.
+            request.loom_refusal = refused.error
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        refusal = getattr(request, "loom_refusal", None)
+        if refusal is None:
+            return form
+
+        class RefusedForm(form):
+            def clean(self):
+                cleaned = super().clean()
+                field = refusal.field if refusal.field in self.fields else None
+                self.add_error(field, refusal.message)
+                return cleaned
+
+        RefusedForm.__name__ = form.__name__
+        return RefusedForm
 
     @property
     def team_path(self) -> str:

@@ -8,8 +8,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from teams import cloning, phase_guide, pm_requests, selectors, services, team_actions
-from teams.admin.forms import PMRequestAnswerForm
+from teams import cloning, phase_guide, pm_requests, selectors, services, steering, team_actions
+from teams.admin.forms import AgentForm, PMRequestAnswerForm, TeamForm, budget_formfield
 from teams.admin.fragments import fragment
 from teams.admin.scoping import HistoryInline, ScopedChoicesMixin, TeamScopedAdmin
 from teams.drift import drift_report
@@ -27,7 +27,16 @@ from teams.web import charts
 from teams.web.presentation import agent_drift, money_tables
 
 
-class AgentInline(ScopedChoicesMixin, admin.TabularInline):
+class BudgetFieldsMixin:
+    """A cost budget takes ASCII dollars only, never negative (forms.BudgetField)."""
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "max_cost_usd":
+            return budget_formfield(db_field, **kwargs)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+
+class AgentInline(BudgetFieldsMixin, ScopedChoicesMixin, admin.TabularInline):
     model = Agent
     extra = 0
     fields = ("name", "role", "model", "position", "turns", "drift_score")
@@ -66,7 +75,8 @@ def anchor_save_from(request, anchor: Anchor) -> Anchor:
 
 
 @admin.register(Team)
-class TeamAdmin(TeamScopedAdmin):
+class TeamAdmin(BudgetFieldsMixin, TeamScopedAdmin):
+    form = TeamForm
     # Few, narrow columns: the list fits a laptop's screen beside the admin's sidebar.
     list_display = (
         "slug",
@@ -106,11 +116,16 @@ class TeamAdmin(TeamScopedAdmin):
                     "phase_guide",
                     "effective_phase_guide",
                     "tool_access",
+                    "tool_approvals",
                     "consultants",
                     "max_anchors",
                     "anchor_value_limit",
                 )
             },
+        ),
+        (
+            "When the team asks for help (stuck: 0 turns a check off)",
+            {"fields": ("max_exchanges", "max_pass_rounds", "max_phase_turns")},
         ),
         ("Where the money goes", {"fields": ("where_the_money_goes", "tokens_by_agent")}),
         (
@@ -170,7 +185,7 @@ class TeamAdmin(TeamScopedAdmin):
                 team=obj, fields=[f for f in form.changed_data if f in services.TEAM_SETTINGS]
             )
         except LoomError as exc:  # a slug taken meanwhile: say so, change nothing
-            self.message_user(request, exc.message, messages.ERROR)
+            self.refuse(exc)
 
     def save_formset(self, request, form, formset, change):
         # Agents and anchors have live parts a full save would overwrite (an agent's
@@ -290,10 +305,13 @@ def save_changed_fields(form) -> None:
         obj.save()
     else:
         obj.save(update_fields=[f for f in form.changed_data if f in form.fields])
+    if isinstance(obj, Agent) and {"trajectory", "tactic", "action"} & set(form.changed_data):
+        services.agent_intent_publish(obj)  # the live view's drift card, at once
 
 
 @admin.register(Agent)
-class AgentAdmin(TeamScopedAdmin):
+class AgentAdmin(BudgetFieldsMixin, TeamScopedAdmin):
+    form = AgentForm
     list_display = ("name", "team", "role", "model", "position", "turns", "drift")
     list_filter = ("role", "team")
     search_fields = ("name", "team__slug", "role_prompt")
@@ -319,6 +337,7 @@ class AgentAdmin(TeamScopedAdmin):
         ("Drift", {"fields": ("drift_summary", "usage_chart", "drift_report")}),
         ("Context", {"fields": ("team_anchors", "recent_messages", "context_budget_tokens")}),
         ("Budget", {"fields": ("max_cost_usd",)}),
+        ("Steer (the PM, in the run)", {"fields": ("speak_next", "nudge", "take_seat")}),
         (
             "Metrics",
             {
@@ -337,6 +356,38 @@ class AgentAdmin(TeamScopedAdmin):
 
     def save_model(self, request, obj, form, change):
         save_changed_fields(form)
+        if change:
+            self._steer(request, obj, form.cleaned_data)
+
+    def _steer(self, request, agent, data) -> None:
+        """The steering fields call the same services as the live view and the API."""
+        steps = [
+            (data.get("speak_next"), steering.team_next_speaker_set, {"team": agent.team}),
+            ((data.get("nudge") or "").strip(), steering.agent_nudge, {"text": data.get("nudge")}),
+            (
+                (data.get("take_seat") or "").strip(),
+                steering.agent_seat_take,
+                {"text": data.get("take_seat")},
+            ),
+        ]
+        for wanted, service, kwargs in steps:
+            if not wanted:
+                continue
+            try:
+                service(agent=agent, user=request.user, **kwargs)
+            except LoomError as exc:
+                self.refuse(exc)
+        said = [
+            words
+            for wanted, words in zip(
+                [s[0] for s in steps],
+                ["speaks next", "is nudged", "has a turn written by you"],
+                strict=True,
+            )
+            if wanted
+        ]
+        if said:
+            self.message_user(request, f"{agent.name} {', and '.join(said)}.")
 
     @admin.display(description="drift")
     def drift(self, obj):
@@ -424,13 +475,30 @@ class PMRequestAdmin(TeamScopedAdmin):
     search_fields = ("question", "answer")
     list_select_related = ("team", "agent")
     form = PMRequestAnswerForm
-    readonly_fields = ("team", "agent", "turn", "question", "status", "answered_by", "answered_at")
-    fields = ("team", "agent", "question", "status", "answer", "answered_by", "answered_at")
+    readonly_fields = (
+        "team",
+        "agent",
+        "turn",
+        "kind",
+        "question",
+        "status",
+        "tool_name",
+        "arguments_shown",
+        "approved_arguments",
+        "note",
+        "answered_by",
+        "answered_at",
+    )
+    fields = ("team", "agent", "kind", "question", "status", "answer", "answered_by", "answered_at")
 
     def has_add_permission(self, request):
         return False
 
     def get_fields(self, request, obj=None):
+        if obj is not None and obj.kind == PMRequest.Kind.APPROVAL:
+            if obj.status == PMRequest.Status.OPEN:
+                return (*self.fields[:4], "tool_name", "answer", "note", "edited_arguments")
+            return (*self.fields, "tool_name", "arguments_shown", "approved_arguments", "note")
         if obj is not None and obj.status == PMRequest.Status.OPEN:
             return (*self.fields, "pin_as")
         return self.fields
@@ -438,7 +506,11 @@ class PMRequestAdmin(TeamScopedAdmin):
     def get_readonly_fields(self, request, obj=None):
         if obj is not None and obj.status != PMRequest.Status.OPEN:
             return (*self.readonly_fields, "answer")
-        return self.readonly_fields
+        return tuple(f for f in self.readonly_fields if f != "note")
+
+    @admin.display(description="Arguments")
+    def arguments_shown(self, obj):
+        return format_html("<pre>{}</pre>", obj.arguments_json)
 
     def save_model(self, request, obj, form, change):
         try:
@@ -447,9 +519,17 @@ class PMRequestAdmin(TeamScopedAdmin):
                 answer=form.cleaned_data["answer"],
                 user=request.user,
                 pin_as=form.cleaned_data.get("pin_as", ""),
+                note=form.cleaned_data.get("note", ""),
+                arguments=form.cleaned_data.get("arguments"),
             )
-        except LoomError as exc:
-            self.message_user(request, exc.message, messages.ERROR)
-        else:
-            self.message_user(request, f"Answer sent; team {obj.team.slug} resumes.")
+        except LoomError as exc:  # e.g. a budget answer that is no budget
+            self.refuse(exc)
         obj.refresh_from_db()
+        team = Team.objects.get(pk=obj.team_id)
+        # Said as it is: a budget's "Stop" leaves the team paused.
+        now = (
+            "resumes"
+            if team.status == Team.Status.RUNNING
+            else f"is {team.get_status_display().lower()}"
+        )
+        self.message_user(request, f"Answer sent; team {team.slug} {now}.")

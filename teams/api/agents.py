@@ -3,10 +3,10 @@ agent needs (its context, and posting as it)."""
 
 from ninja import Query, Router, Status
 
-from teams import selectors, services
+from teams import questions, selectors, services
 from teams.access import Caller
 from teams.api.auth import caller
-from teams.api.paging import MAX_ID, Limit, page_of
+from teams.api.paging import MAX_ID, Limit, page_of, within_chars
 from teams.api.schemas.agents import (
     AgentIn,
     AgentOut,
@@ -145,10 +145,17 @@ def agents_context(
     """What the agent would see on its turn: the phase's conversation, the phase
     summaries and its inbox (queries with their IDs, answers, peer messages), newer
     than `after`; poll with the returned `next_after`."""
-    who = caller(request)
+    return agent_context(caller(request), team, agent, after=after, limit=limit)
+
+
+def agent_context(who: Caller, team: str, agent: str, *, after: int, limit: int) -> ContextOut:
+    """An agent's context as its caller may read it (the MCP face's read_context too)."""
     row, member = team_and_agent(who, team, agent)
     who.require_agent(member)  # an agent's inbox is its own
     messages, has_more = page_of(history_queryset(member, row).filter(id__gt=after), limit)
+    messages, has_more = within_chars(
+        questions.delivered(messages), has_more, size=lambda m: len(m.content)
+    )
     waiting = selectors.agent_open_queries(agent=member)
     return ContextOut(
         agent=member.name,

@@ -5,14 +5,21 @@ from django.conf import settings
 from ninja.security import HttpBearer, SessionAuthIsStaff
 from ninja.throttling import AuthRateThrottle
 
-from teams.access import Caller, caller_for_key, caller_for_user
+from teams.access import Caller, caller_for_token, caller_for_user
 
 
 class TokenAuth(HttpBearer):
-    """`Authorization: Bearer <token>`: a team token or an account token."""
+    """`Authorization: Bearer <token>`: a team token or an account token.
 
-    def authenticate(self, request, token: str) -> Caller | None:
-        return caller_for_key(token)
+    A request that carries a Bearer token is judged by it alone: a refused token
+    (unknown, revoked, expired) is a 401 saying why, never a fall-through to the
+    staff session (whose CSRF check would answer 403). A read-only token is refused
+    every method but GET here, once for every operation there is or will be."""
+
+    def authenticate(self, request, token: str) -> Caller:
+        who = caller_for_token(token)  # Unauthenticated: 401 with the reason
+        who.require_method(request.method, f"{request.method} {request.path}")
+        return who
 
 
 class StaffSession(SessionAuthIsStaff):

@@ -4,7 +4,7 @@ from ninja import Router, Status
 
 from teams import consultations
 from teams.api.auth import caller
-from teams.api.paging import Limit
+from teams.api.paging import Limit, within_chars
 from teams.api.schemas.common import responses
 from teams.api.schemas.consultants import (
     ConsultantIn,
@@ -18,8 +18,8 @@ from teams.models import ConsultantProfile, Consultation
 router = Router(tags=["consultants"])
 
 
-def _out(profile: ConsultantProfile) -> ConsultantOut:
-    return ConsultantOut.of(profile, consultations.key_problem(profile))
+def _out(profile: ConsultantProfile, *, details: bool = True) -> ConsultantOut:
+    return ConsultantOut.of(profile, consultations.key_problem(profile), details=details)
 
 
 def _superuser(request, doing: str) -> None:
@@ -30,8 +30,12 @@ def _superuser(request, doing: str) -> None:
     "/consultants", response=responses({200: list[ConsultantOut]}), operation_id="consultants_list"
 )
 def consultants_list(request):
-    """Every consultant profile, with whether its key is there (never the key)."""
-    return [_out(p) for p in ConsultantProfile.objects.order_by("name")]
+    """Every consultant profile: its name, strengths and whether it can be asked now;
+    for a superuser also how it is reached and whether its key is there (never the
+    key)."""
+    who = caller(request)
+    details = who.user is not None and who.user.is_superuser
+    return [_out(p, details=details) for p in ConsultantProfile.objects.order_by("name")]
 
 
 @router.post(
@@ -79,4 +83,5 @@ def consultations_list(request, team: str, limit: int = Limit):
         .select_related("agent", "profile")
         .order_by("-id")[:limit]
     )
-    return [ConsultationOut.of(c) for c in rows]
+    found = [ConsultationOut.of(c) for c in consultations.with_batch_requests(list(rows))]
+    return within_chars(found, False, size=lambda out: len(out.model_dump_json()))[0]

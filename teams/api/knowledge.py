@@ -2,12 +2,13 @@
 
 import re
 
-from django.db.models import Count
+from django.db.models import Count, Q
 from ninja import Query, Router, Status
 
 from teams import keepers, services
+from teams.access import Caller
 from teams.api.auth import caller
-from teams.api.paging import MAX_ID, Limit, page_of
+from teams.api.paging import MAX_ID, Limit, page_of, within_chars
 from teams.api.schemas.common import responses
 from teams.api.schemas.knowledge import (
     AnchorIn,
@@ -22,7 +23,15 @@ from teams.api.schemas.knowledge import (
 from teams.catalog import default_model
 from teams.engine.loop import model_asker
 from teams.errors import NotFound
-from teams.models import ANCHOR_KEY_PATTERN, Agent, Anchor, AnchorRevision, Keeper, QueryStatus
+from teams.models import (
+    ANCHOR_KEY_PATTERN,
+    Agent,
+    Anchor,
+    AnchorRevision,
+    Keeper,
+    KeeperEntry,
+    QueryStatus,
+)
 from teams.models import Query as QueryRow
 from tools.context import RetrieveParams
 
@@ -43,7 +52,8 @@ def queries_list(request, team: str, status: QueryStatus | None = None, limit: i
     queries = QueryRow.objects.filter(team=row).select_related("origin", "target", "answered_by")
     if status is not None:
         queries = queries.filter(status=status)
-    return [QueryDetailOut.of(q) for q in queries.order_by("-id")[:limit]]
+    found = [QueryDetailOut.of(q) for q in queries.order_by("-id")[:limit]]
+    return within_chars(found, False, size=lambda out: len(out.model_dump_json()))[0]
 
 
 @router.get(
@@ -72,12 +82,15 @@ def queries_get(request, team: str, key: str):
     operation_id="keepers_list",
 )
 def keepers_list(request, team: str, limit: int = Limit):
-    """The team's keepers, newest first."""
-    row = caller(request).team(team)
+    """The team's keepers, newest first (for a token bound to an agent, those holding
+    lines its agent may read, counting only those)."""
+    who = caller(request)
+    row = who.team(team)
+    viewer = _viewer(who, row)
     rows = (
-        Keeper.objects.filter(team=row)
+        _keepers_of(viewer, row)
         .select_related("agent")
-        .annotate(entry_count=Count("entries"))
+        .annotate(entry_count=Count("entries", filter=keepers.readable_by(viewer, "entries__")))
         .order_by("-id")[:limit]
     )
     return [KeeperOut.of(k, k.entry_count) for k in rows]
@@ -91,7 +104,9 @@ def keepers_list(request, team: str, limit: int = Limit):
 def keepers_retrieve(request, team: str, payload: RetrieveParams):
     """Search the keepers as the context_retrieve tool does: matching lines (raw)
     or an answer from them (smart, asked of the coach's model)."""
-    row = caller(request).team(team)
+    who = caller(request)
+    row = who.team(team)
+    viewer = _viewer(who, row)
     coach = row.agents.filter(role=Agent.Role.COACH).order_by("position", "id").first()
     model = coach.effective_model if coach else default_model()
     result = keepers.retrieve(
@@ -100,6 +115,7 @@ def keepers_retrieve(request, team: str, payload: RetrieveParams):
         keeper_id=payload.keeper_id,
         mode=payload.mode,
         ask_model=model_asker(model=model, team=row),
+        viewer=viewer,  # a bound token searches what its agent may read, as its tool does
     )
     return RetrievalOut(result=result)
 
@@ -116,20 +132,40 @@ def keepers_get(
     after: int = Query(-1, ge=-1, le=MAX_ID, description="Entries after this position."),
     limit: int = Limit,
 ):
-    """One keeper and its entries in order, `limit` at a time."""
-    row = caller(request).team(team)
+    """One keeper and its entries in order, `limit` at a time (for a token bound to an
+    agent, the entries its agent may read)."""
+    who = caller(request)
+    row = who.team(team)
+    viewer = _viewer(who, row)
     keeper = None
     if 0 < keeper_id <= MAX_ID:
-        keeper = Keeper.objects.filter(team=row, pk=keeper_id).select_related("agent").first()
+        keeper = _keepers_of(viewer, row).filter(pk=keeper_id).select_related("agent").first()
     if keeper is None:
         raise NotFound(f"Team {row.slug!r} has no keeper {keeper_id}.")
-    page, has_more = page_of(keeper.entries.filter(position__gt=after).order_by("position"), limit)
+    readable = keeper.entries.filter(keepers.readable_by(viewer))
+    page, has_more = page_of(readable.filter(position__gt=after).order_by("position"), limit)
+    page, has_more = within_chars(page, has_more, size=lambda e: len(e.content))
     return KeeperDetailOut(
-        keeper=KeeperOut.of(keeper, keeper.entries.count()),
+        keeper=KeeperOut.of(keeper, readable.count()),
         entries=[KeeperEntryOut.model_validate(e) for e in page],
         next_after=page[-1].position if page else after,
         has_more=has_more,
     )
+
+
+def _viewer(who: Caller, team) -> Agent | None:
+    """The agent whose view a bound token has, None for everyone else."""
+    return team.agents.filter(pk=who.agent_id).first() if who.agent_id is not None else None
+
+
+def _keepers_of(viewer: Agent | None, team):
+    """The keepers `viewer` may see: all for None, else its own and those holding a
+    line it may read (keepers.readable_by); another agent's inbox lines stay hidden."""
+    rows = Keeper.objects.filter(team=team)
+    if viewer is None:
+        return rows
+    readable = KeeperEntry.objects.filter(keepers.readable_by(viewer)).values("keeper_id")
+    return rows.filter(Q(agent=viewer) | Q(pk__in=readable))
 
 
 def _anchor_key(key: str) -> str:

@@ -6,7 +6,7 @@ from ninja import Query, Router, Status
 
 from teams import pm_requests, selectors
 from teams.api.auth import caller
-from teams.api.paging import MAX_ID, Limit, page_of
+from teams.api.paging import MAX_ID, Limit, page_of, within_chars
 from teams.api.schemas.common import responses
 from teams.api.schemas.messages import AnswerIn, MessageIn, MessageKindFilter, MessagePage, TurnPage
 from teams.errors import NotFound
@@ -39,6 +39,7 @@ def messages_list(
     if agent is not None:
         messages = messages.filter(author=selectors.agent_get(team=row, name=agent))
     page, has_more = page_of(messages.select_related("recipient"), limit)
+    page, has_more = within_chars(page, has_more, size=lambda m: len(m.content))
     return MessagePage(
         messages=[MessageOut.of(m) for m in page],
         next_after=page[-1].id if page else after,
@@ -86,7 +87,9 @@ def pm_requests_list(
 )
 def pm_requests_answer(request, team: str, request_id: int, payload: AnswerIn):
     """Answer an open request: the answer joins the conversation and the team
-    resumes. An answered request is a 409."""
+    resumes. An answered request is a 409. An approval request is answered "Approve",
+    "Always approve" or "Deny", with an optional `note` and, to approve, optional edited
+    `arguments`; a bad combination is a 422."""
     who = caller(request)
     row = who.team(team)
     who.require_pm("answer the PM's requests")
@@ -98,6 +101,8 @@ def pm_requests_answer(request, team: str, request_id: int, payload: AnswerIn):
         user=who.user,
         pin_as=payload.pin_as or "",
         changed_by=who.label,
+        note=payload.note or "",
+        arguments=payload.arguments,
     )
     return PMRequestOut.of(answered)
 

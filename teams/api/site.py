@@ -16,9 +16,12 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from teams.api import (
     agents,
     consultants,
+    forks,
     knowledge,
+    mcp_servers,
     messages,
     spend,
+    steering,
     teams,
     tokens,
     tools,
@@ -26,7 +29,7 @@ from teams.api import (
     workspace,
 )
 from teams.api.auth import CallerThrottle, StaffSession, TokenAuth
-from teams.errors import InvalidInput, LoomError
+from teams.errors import InvalidInput, LoomError, Unauthenticated
 
 log = logging.getLogger("loom.api")
 
@@ -57,6 +60,9 @@ ROUTERS = (
     workspace,
     webhooks,
     spend,
+    mcp_servers,
+    forks,
+    steering,
 )
 for router in ROUTERS:
     api.add_router("", router.router)
@@ -76,11 +82,17 @@ def loom_error(request, exc: LoomError):
 
 @api.exception_handler(AuthenticationError)
 def unauthenticated(request, exc):
-    response = api.create_response(
-        request,
-        {"detail": "Authentication required: send Authorization: Bearer <token>."},
-        status=401,
-    )
+    return _401(request, "Authentication required: send Authorization: Bearer <token>.")
+
+
+@api.exception_handler(Unauthenticated)
+def token_refused(request, exc: Unauthenticated):
+    """A Bearer token refused, with why (unknown or revoked, expired, its user gone)."""
+    return _401(request, exc.message)
+
+
+def _401(request, detail: str):
+    response = api.create_response(request, {"detail": detail}, status=401)
     response["WWW-Authenticate"] = "Bearer"
     return response
 

@@ -52,6 +52,12 @@ def teams_update(request, team: str, payload: TeamPatch):
     if "workspace" in given:
         who.require_superuser(WORKSPACE_DOING)
     consultants = given.pop("consultants", None)
+    for tool in given.get("tool_approvals", {}):
+        if registry.get(tool) is None:
+            raise InvalidInput(
+                f"No built-in tool named {tool!r}; MCP tools' policies are set on their server.",
+                field="tool_approvals",
+            )
     for tool in given.get("tool_access", {}):
         if registry.get(tool) is None:
             raise InvalidInput(

@@ -18,7 +18,8 @@ router = Router(tags=["tokens"])
     operation_id="tokens_list",
 )
 def tokens_list(request, team: str):
-    """The team's tokens (never their keys), newest first."""
+    """The team's tokens (never their keys), newest first, with when each was last
+    used, when it expires and whether it is read-only."""
     who = caller(request)
     row = who.team(team)
     who.require_pm("list the team's tokens")
@@ -32,14 +33,20 @@ def tokens_list(request, team: str):
     operation_id="tokens_create",
 )
 def tokens_create(request, team: str, payload: TokenIn):
-    """A new team token, optionally bound to one agent; its key is in this response
-    only (only a hash is stored)."""
+    """A new team token, optionally bound to one agent, expiring (`expires_in`) or
+    read-only; its key is in this response only (only a hash is stored)."""
     who = caller(request)
     row = who.team(team)
     who.require_pm("create tokens")
     who.require_person("create tokens")
     agent = selectors.agent_get(team=row, name=payload.agent) if payload.agent else None
-    token, key = services.api_token_create(team=row, agent=agent, label=payload.label)
+    token, key = services.api_token_create(
+        team=row,
+        agent=agent,
+        label=payload.label,
+        expires_in=payload.expires_in,
+        read_only=payload.read_only,
+    )
     return Status(201, TokenCreatedOut(**TokenOut.of(token).model_dump(), key=key))
 
 

@@ -1,5 +1,5 @@
-"""A team's webhooks (the PM's): list, create (the secret shown once), delete, and
-each webhook's delivery log."""
+"""A team's webhooks (the PM's): list, create (the secret shown once), rotate the
+secret (the new one shown once), delete, and each webhook's delivery log."""
 
 from ninja import Query, Router, Status
 
@@ -20,14 +20,14 @@ from teams.models import Team, Webhook, WebhookDeliveryStatus
 router = Router(tags=["webhooks"])
 
 
-def _pm_team(request, team: str, doing: str, *, person: bool = False) -> Team:
-    """The team, for its PM; making or deleting a webhook takes a person too (a leaked
-    team token must not be able to send the team's events elsewhere)."""
+def _pm_team(request, team: str, doing: str) -> Team:
+    """The team, for its PM; everything about webhooks takes a person too (a staff
+    session or an account token): a leaked team token must neither send the team's
+    events elsewhere nor learn where they go and what was sent."""
     who = caller(request)
     row = who.team(team)
     who.require_pm(doing)
-    if person:
-        who.require_person(doing)
+    who.require_person(doing)
     return row
 
 
@@ -57,13 +57,27 @@ def webhooks_list(request, team: str):
 def webhooks_create(request, team: str, payload: WebhookIn):
     """A new webhook: the events are POSTed to the URL, signed with its secret, which is
     in this response only (Loom keeps it encrypted, to sign with)."""
-    row = _pm_team(request, team, "make webhooks", person=True)
+    row = _pm_team(request, team, "make webhooks")
     webhook, secret = webhooks.webhook_create(
         team=row, url=payload.url, events=list(payload.events), enabled=payload.enabled
     )
     return Status(
         201, WebhookCreatedOut(**WebhookOut.model_validate(webhook).model_dump(), secret=secret)
     )
+
+
+@router.post(
+    "/teams/{team}/webhooks/{webhook_id}/rotate-secret",
+    response=responses({200: WebhookCreatedOut}, 404),
+    operation_id="webhooks_rotate_secret",
+)
+def webhooks_rotate_secret(request, team: str, webhook_id: int):
+    """A new secret for the webhook, in this response only: every delivery from now on
+    (queued ones and retries included) is signed with it; the old one verifies nothing
+    more. Takes a person, as making a webhook does."""
+    row = _pm_team(request, team, "rotate webhook secrets")
+    webhook, secret = webhooks.webhook_secret_rotate(webhook=_webhook(row, webhook_id))
+    return WebhookCreatedOut(**WebhookOut.model_validate(webhook).model_dump(), secret=secret)
 
 
 @router.delete(
@@ -73,7 +87,7 @@ def webhooks_create(request, team: str, payload: WebhookIn):
 )
 def webhooks_delete(request, team: str, webhook_id: int):
     """Delete a webhook and its delivery log: nothing more is sent to it."""
-    row = _pm_team(request, team, "delete webhooks", person=True)
+    row = _pm_team(request, team, "delete webhooks")
     webhooks.webhook_delete(webhook=_webhook(row, webhook_id))
     return Status(204, None)
 

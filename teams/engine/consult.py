@@ -19,6 +19,7 @@ import anthropic
 import openai
 from django.conf import settings
 
+from teams import outbound, telemetry
 from teams.catalog import Usage
 from teams.consultations import (
     OUTPUT_TOKENS,
@@ -28,11 +29,12 @@ from teams.consultations import (
     profile_key,
     strict_schema,
 )
-from teams.engine.providers import describe_status_error
+from teams.engine.providers import describe_status_error, replaying
 from teams.errors import ModelError
 from teams.models import ConsultantProfile
 
 TIMEOUT_SECONDS = 120
+MAX_ANSWER_BYTES = 2 * 1024 * 1024  # a consultant's answer read at most (a reply is far less)
 TOOL_NAME = "peer_output"
 
 
@@ -47,12 +49,33 @@ class StructuredReply:
 
 def consult(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
     """Ask one consultant; ModelError when it cannot be asked or the call fails."""
+    replay = replaying.get()
+    if replay is not None:  # a replay answers from the recorded consultation
+        return replay.consult(profile, frame)
     problem = key_problem(profile)
     if problem:
         raise ModelError(f"Consultant {profile.name} cannot be asked: {problem}")
+    if profile.base_url and profile.provider != ConsultantProfile.Provider.OFFLINE:
+        try:  # checked again when connecting: the name may change its answer meanwhile
+            outbound.check_url(profile.base_url)
+        except outbound.Refused as exc:
+            raise ModelError(
+                f"Consultant {profile.name} is not asked: its base URL is refused: {exc.reason}."
+            ) from None
     started = time.monotonic()
     call = CALLS[profile.provider]
-    reply = call(profile, frame)
+    with telemetry.chat(  # chat <model>, under the ask_peer/ask_multi tool's span
+        model=profile.model,
+        max_tokens=OUTPUT_TOKENS,
+        provider=profile.provider,
+        system=frame.system,
+        messages=[{"role": "user", "content": frame.prompt}],
+        purpose="consultation",
+        consultant=profile.name,
+    ) as recorder:
+        reply = call(profile, frame)
+        recorder.usage(reply.model, reply.usage)
+        recorder.output(reply.data)
     reply.seconds = time.monotonic() - started
     return reply
 
@@ -63,8 +86,17 @@ def _anthropic(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
         profile_key(profile),
         profile.base_url or settings.ANTHROPIC_BASE_URL,
         lambda key, url: anthropic.Anthropic(
-            api_key=key, base_url=url, max_retries=2, timeout=TIMEOUT_SECONDS
+            api_key=key,
+            base_url=url,
+            max_retries=2,
+            timeout=TIMEOUT_SECONDS,
+            http_client=(
+                _guarded()
+                if profile.base_url
+                else telemetry.http_client(anthropic.DefaultHttpxClient)
+            ),
         ),
+        guarded=bool(profile.base_url),
     )
     try:
         message = client.messages.create(
@@ -84,7 +116,7 @@ def _anthropic(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
     except anthropic.APIStatusError as exc:
         raise ModelError(describe_status_error(exc)) from exc
     except anthropic.APIError as exc:
-        raise ModelError(f"Could not ask {profile.name}: {exc}") from exc
+        raise ModelError(_cannot_ask(profile, exc)) from exc
     usage = Usage(
         input_tokens=message.usage.input_tokens or 0,
         output_tokens=message.usage.output_tokens or 0,
@@ -108,8 +140,13 @@ def _openai(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
         profile_key(profile),
         profile.base_url or None,
         lambda key, url: openai.OpenAI(
-            api_key=key, base_url=url, max_retries=2, timeout=TIMEOUT_SECONDS
+            api_key=key,
+            base_url=url,
+            max_retries=2,
+            timeout=TIMEOUT_SECONDS,
+            http_client=_guarded() if profile.base_url else None,
         ),
+        guarded=bool(profile.base_url),
     )
     try:
         completion = client.chat.completions.create(
@@ -127,7 +164,7 @@ def _openai(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
     except openai.APIStatusError as exc:
         raise ModelError(f"{profile.name} returned HTTP {exc.status_code}: {exc.message}") from exc
     except openai.APIError as exc:
-        raise ModelError(f"Could not ask {profile.name}: {exc}") from exc
+        raise ModelError(_cannot_ask(profile, exc)) from exc
     usage = completion.usage
     reply = StructuredReply(
         None,
@@ -188,10 +225,27 @@ _lock = threading.Lock()
 _clients: dict[tuple, object] = {}
 
 
-def _client(kind: str, key: str, base_url: str | None, make):
+def _client(kind: str, key: str, base_url: str | None, make, *, guarded: bool = False):
     """One SDK client per (vendor, key, endpoint), shared by threads (both SDKs are
     thread-safe)."""
     with _lock:
-        if (kind, key, base_url) not in _clients:
-            _clients[(kind, key, base_url)] = make(key, base_url)
-        return _clients[(kind, key, base_url)]
+        found = (kind, key, base_url, guarded, telemetry.enabled())
+        if found not in _clients:
+            _clients[found] = make(key, base_url)
+        return _clients[found]
+
+
+def _guarded():
+    """The HTTP client for a profile's own base URL (a URL a person gave): the outbound
+    guard's (teams.outbound), each request ending within TIMEOUT_SECONDS as a whole,
+    answers cut off past MAX_ANSWER_BYTES, no redirects followed."""
+    return outbound.client(
+        timeout=TIMEOUT_SECONDS, total_timeout=TIMEOUT_SECONDS, max_response_bytes=MAX_ANSWER_BYTES
+    )
+
+
+def _cannot_ask(profile: ConsultantProfile, exc: Exception) -> str:
+    refused = outbound.refusal_in(exc)
+    if refused:
+        return f"Consultant {profile.name} is not asked: its base URL is refused: {refused}."
+    return f"Could not ask {profile.name}: {exc}"

@@ -10,11 +10,18 @@ the delivery's stored payload as compact JSON; its headers:
     X-Loom-Signature: sha256=<hex HMAC-SHA256 of the raw body, keyed with the secret>
 
 A 2xx answer delivers it; any other answer (redirects are not followed), a timeout
-(LOOM_WEBHOOK_TIMEOUT) or a connection error is retried after the backoff. The
-secret is used to sign and never logged or recorded.
+(LOOM_WEBHOOK_TIMEOUT, for the whole attempt: connecting, sending and the answer's
+head together) or a connection error is retried after the backoff. Only the answer's
+status is kept: its body is never read, stored or logged (a receiver Loom was tricked
+into posting to must not become a way to read it). A URL that cannot be used, or one
+the outbound guard (teams.outbound) refuses because it leads to a private address, is
+failed at once with the reason, not retried. The secret is used to sign and never
+logged or recorded.
 
-It runs beside the sweeper (`serve` and `sweep`), in a thread of its own: a slow
-receiver delays other deliveries, never turns."""
+It runs beside the sweeper (`serve` and `sweep`), in a thread of its own that sends up
+to LOOM_WEBHOOK_CONCURRENCY deliveries at once (the database work stays in that
+thread; only the requests run in the pool): a slow receiver delays other deliveries
+little, and never turns."""
 
 from __future__ import annotations
 
@@ -22,10 +29,13 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import os
 import socket
 import threading
 import uuid
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from datetime import timedelta
 
 import httpx2 as httpx
@@ -33,7 +43,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
-from teams import webhooks
+from teams import outbound, webhooks
 from teams.errors import LoomError
 from teams.models import WebhookDelivery
 
@@ -42,7 +52,6 @@ log = logging.getLogger("loom.webhooks")
 SENDER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 DELIVER_SECONDS = 5  # the longest a delivery queued by another process waits for a poll
 BATCH = 20
-SNIPPET = 200  # characters of a refusing receiver's answer kept as the error
 USER_AGENT = "Loom-Webhooks/1"
 
 
@@ -57,29 +66,86 @@ def signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+def concurrency() -> int:
+    return max(1, int(settings.LOOM_WEBHOOK_CONCURRENCY))
+
+
 def lease() -> timedelta:
-    """How long a claimed delivery is this sender's: an attempt's connect, write and
-    read may each take the timeout, with room to record the outcome."""
-    return timedelta(seconds=4 * settings.LOOM_WEBHOOK_TIMEOUT + 30)
+    """How long a claimed delivery is this sender's: a pass claims each delivery just
+    before sending it, at most `concurrency()` in flight, each attempt ending within
+    the timeout; with room to record the outcome."""
+    rounds = math.ceil(BATCH / concurrency()) + 1
+    return timedelta(seconds=rounds * settings.LOOM_WEBHOOK_TIMEOUT + 30)
+
+
+@dataclass
+class Attempt:
+    """What one attempt sends (made from the row in the pass's thread)."""
+
+    url: str
+    body: bytes
+    headers: dict
+    timeout: float
+
+
+@dataclass
+class Sent:
+    """How an attempt went: the receiver's status, or why there is none."""
+
+    status_code: int | None = None
+    error: str = ""
+    retry: bool = True
 
 
 def deliver_due(now=None, limit: int = BATCH, worker: str = SENDER_ID) -> dict:
-    """Send up to `limit` due deliveries, one at a time; counts by outcome."""
+    """Send up to `limit` due deliveries, up to LOOM_WEBHOOK_CONCURRENCY at once;
+    counts by outcome. Each is claimed (teams.webhooks.delivery_claim) just before it
+    is sent, so of several senders exactly one sends it."""
     now = now or timezone.now()
     counts = {"delivered": 0, "retrying": 0, "failed": webhooks.deliveries_give_up_abandoned(now)}
-    for delivery_id in webhooks.deliveries_due(now=now, limit=limit):
-        delivery = webhooks.delivery_claim(delivery_id, worker=worker, now=now, lease=lease())
-        if delivery is None:
-            continue  # another sender took it
-        outcome = deliver(delivery, worker=worker, now=now)
+    waiting = webhooks.deliveries_due(now=now, limit=limit)
+
+    def count(outcome: str) -> None:
         if outcome:
             counts[outcome] += 1
+
+    def claimed_next() -> tuple[WebhookDelivery, Attempt] | None:
+        while waiting:
+            delivery = webhooks.delivery_claim(
+                waiting.pop(0), worker=worker, now=now, lease=lease()
+            )
+            if delivery is None:
+                continue  # another sender took it
+            attempt = prepare(delivery, worker=worker, now=now)
+            if isinstance(attempt, str):
+                count(attempt)  # settled without a request (no secret)
+                continue
+            return delivery, attempt
+        return None
+
+    width = concurrency()
+    if width == 1 or len(waiting) <= 1:
+        while (taken := claimed_next()) is not None:
+            delivery, attempt = taken
+            count(record(delivery, send(attempt), worker=worker, now=now))
+        return counts
+    with ThreadPoolExecutor(width, thread_name_prefix="loom-webhook-send") as pool:
+        flying: dict[Future, WebhookDelivery] = {}
+        while True:
+            while len(flying) < width and (taken := claimed_next()) is not None:
+                delivery, attempt = taken
+                flying[pool.submit(send, attempt)] = delivery
+            if not flying:
+                break
+            done, _ = wait(flying, return_when=FIRST_COMPLETED)
+            for future in done:
+                delivery = flying.pop(future)
+                count(record(delivery, future.result(), worker=worker, now=now))
     return counts
 
 
-def deliver(delivery: WebhookDelivery, *, worker: str, now) -> str:
-    """One attempt of a claimed delivery: "delivered", "retrying", "failed", or ""
-    when the lease was lost meanwhile (the other sender records it)."""
+def prepare(delivery: WebhookDelivery, *, worker: str, now) -> Attempt | str:
+    """The claimed delivery's request, or its outcome when it cannot be sent."""
     webhook = delivery.webhook
     try:
         secret = webhooks.webhook_secret(webhook)
@@ -93,25 +159,54 @@ def deliver(delivery: WebhookDelivery, *, worker: str, now) -> str:
         "X-Loom-Delivery": str(delivery.pk),
         "X-Loom-Signature": signature(secret, body),
     }
-    timeout = settings.LOOM_WEBHOOK_TIMEOUT
-    status_code = None
+    return Attempt(webhook.url, body, headers, settings.LOOM_WEBHOOK_TIMEOUT)
+
+
+def deliver(delivery: WebhookDelivery, *, worker: str, now) -> str:
+    """One attempt of a claimed delivery, in this thread: "delivered", "retrying",
+    "failed", or "" when the lease was lost meanwhile (the other sender records it)."""
+    attempt = prepare(delivery, worker=worker, now=now)
+    if isinstance(attempt, str):
+        return attempt
+    return record(delivery, send(attempt), worker=worker, now=now)
+
+
+def send(attempt: Attempt) -> Sent:
+    """POST it (no database here: it runs in the pool). Only the status is read."""
+    timeout = attempt.timeout
     try:
-        status_code, answer = _post(webhook.url, body, headers, timeout)
+        outbound.parse(attempt.url)
+        with outbound.client(timeout=timeout, max_response_bytes=0) as client:
+            with client.stream(
+                "POST", attempt.url, content=attempt.body, headers=attempt.headers
+            ) as response:
+                return Sent(status_code=response.status_code)
+    except outbound.Refused as exc:
+        return Sent(error=f"Refused: {exc.reason}.", retry=False)
     except httpx.TimeoutException:
-        error = f"Timed out after {timeout:g} s."
-    except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
-        error = f"Could not deliver: {exc or type(exc).__name__}."
-    except Exception as exc:  # whatever else the URL or the answer causes: retried
-        log.exception("Webhook %s: delivery #%s raised", webhook.pk, delivery.pk)
-        error = f"Could not deliver: {type(exc).__name__}: {exc}."
-    else:
-        if 200 <= status_code < 300:
-            delivered = webhooks.delivery_succeeded(
-                delivery, worker=worker, status_code=status_code, now=now
-            )
-            log.info("Webhook %s: %s #%s delivered", webhook.pk, delivery.event, delivery.pk)
-            return "delivered" if delivered else ""
-        error = f"HTTP {status_code}" + (f": {answer}" if answer else "")
+        return Sent(error=f"Timed out after {timeout:g} s.")
+    except (httpx.HTTPError, httpx.InvalidURL, OSError, UnicodeError) as exc:
+        refused = outbound.refusal_in(exc)
+        if refused:
+            return Sent(error=f"Refused: {refused}.", retry=False)
+        if isinstance(exc, httpx.InvalidURL | UnicodeError):
+            return Sent(error=f"The URL cannot be used: {exc}.", retry=False)
+        return Sent(error=f"Could not deliver: {exc or type(exc).__name__}.")
+    except Exception as exc:  # a bug of Loom's: logged (no answer is read, none is in it)
+        log.exception("Webhook delivery to %s raised", attempt.url)
+        return Sent(error=f"Could not deliver: {type(exc).__name__}.")
+
+
+def record(delivery: WebhookDelivery, sent: Sent, *, worker: str, now) -> str:
+    """The attempt's outcome on the row (in the pass's thread)."""
+    webhook = delivery.webhook
+    if sent.status_code is not None and 200 <= sent.status_code < 300:
+        delivered = webhooks.delivery_succeeded(
+            delivery, worker=worker, status_code=sent.status_code, now=now
+        )
+        log.info("Webhook %s: %s #%s delivered", webhook.pk, delivery.event, delivery.pk)
+        return "delivered" if delivered else ""
+    error = sent.error or f"HTTP {sent.status_code}"
     log.warning(
         "Webhook %s: %s #%s attempt %s failed: %s",
         webhook.pk,
@@ -121,22 +216,13 @@ def deliver(delivery: WebhookDelivery, *, worker: str, now) -> str:
         error,
     )
     return webhooks.delivery_failed(
-        delivery, worker=worker, error=error, now=now, status_code=status_code
+        delivery,
+        worker=worker,
+        error=error,
+        now=now,
+        status_code=sent.status_code,
+        retry=sent.retry,
     )
-
-
-def _post(url: str, body: bytes, headers: dict, timeout: float) -> tuple[int, str]:
-    """POST and read at most the start of the answer (a receiver cannot make us
-    hold a large body)."""
-    with httpx.Client(timeout=timeout, follow_redirects=False) as client:
-        with client.stream("POST", url, content=body, headers=headers) as response:
-            start = b""
-            for chunk in response.iter_bytes():
-                start += chunk
-                if len(start) >= SNIPPET * 4:
-                    break
-            text = start.decode("utf-8", "replace").strip()
-            return response.status_code, " ".join(text.split())[:SNIPPET]
 
 
 # --- running it ------------------------------------------------------------------

@@ -8,20 +8,33 @@ again after a crash replays its steps instead of repeating model or tool calls."
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from dataclasses import dataclass, replace
 from functools import partial
 
 from django.db import InterfaceError, OperationalError, transaction
 
-from teams import budgets, events, keepers, mesh, services, turns
+from teams import approvals, budgets, events, keepers, mesh, services, telemetry, turns
 from teams.engine import prompts
 from teams.engine.consult import consult
-from teams.engine.providers import caches_prompts, provider_for
+from teams.engine.providers import caches_prompts, provider_for, replaying
 from teams.engine.reply import DEFAULT_MAX_TOKENS
-from teams.errors import ModelError
-from teams.models import Agent, Message, ModelCall, Team, Turn, TurnStep
-from teams.requests import request_pack
+from teams.errors import Conflict, ModelError
+from teams.models import (
+    DENY,
+    Agent,
+    ApprovalPolicy,
+    Message,
+    ModelCall,
+    PMRequest,
+    Replay,
+    Team,
+    Turn,
+    TurnStep,
+)
+from teams.requests import request_digest, request_pack
 from teams.usage import model_call_record, turn_add_usage
 from tools import registry
 from tools.base import ToolContext, ToolResult, TurnEnd
@@ -35,22 +48,33 @@ DELTA_FLUSH_SECONDS = 0.1
 
 
 def run_turn(turn_id: int, worker: str) -> Turn | None:
-    """Claim and run a turn; None when another worker has it."""
+    """Claim and run a turn; None when another worker has it, or when a replay runs
+    its team (teams.engine.replay answers its model calls; no worker may)."""
+    if replaying.get() is None and Replay.objects.filter(
+        team__turn_set=turn_id, status=Replay.Status.RUNNING
+    ).exists():
+        return None
     turn = turns.turn_claim(turn_id, worker)
     if turn is None:
         return None
-    try:
-        execute(turn, worker)
-    except (OperationalError, InterfaceError):
-        # The database went away (its connection killed): not the turn's fault. The
-        # lease is no longer renewed, so the sweeper re-queues the turn and it resumes.
-        raise
-    except Exception as exc:  # a bug: record it on the turn, keep the worker alive
-        log.exception("Turn %s crashed", turn.id)
-        turns.turn_fail(
-            turn=turn, worker=worker, error=f"Internal error: {type(exc).__name__}: {exc}"
-        )
-    turn.refresh_from_db()
+    with telemetry.turn_span(turn) as span:  # invoke_agent <agent>
+        try:
+            execute(turn, worker)
+        except (OperationalError, InterfaceError) as exc:
+            # The database went away (its connection killed): not the turn's fault. The
+            # lease is no longer renewed, so the sweeper re-queues the turn and it resumes.
+            span.crashed(exc)
+            raise
+        except Exception as exc:  # a bug: record it on the turn, keep the worker alive
+            log.exception("Turn %s crashed", turn.id)
+            # An OSError names its strerror only: its filename is a place on the server.
+            said = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            turns.turn_fail(
+                turn=turn, worker=worker, error=f"Internal error: {type(exc).__name__}: {said}"
+            )
+        if turn.status == Turn.Status.RUNNING:  # turn_finish keeps the copy up to date
+            turn.refresh_from_db()
+        span.finish(turn)
     return turn
 
 
@@ -107,7 +131,18 @@ def model_asker(*, model: str, team: Team, turn: Turn | None = None, agent: Agen
         if refusal is not None:
             refusal.stop(team)
             raise ModelError(refusal.text.removeprefix("Error: "))
-        reply = provider_for(model).respond(model=model, max_tokens=max_tokens, **request)
+        with telemetry.chat(
+            model=model,
+            max_tokens=max_tokens,
+            system=request["system"],
+            messages=request["messages"],
+            purpose=ModelCall.Purpose.SMART_RETRIEVAL,
+        ) as call:
+            reply = call.reply(
+                provider_for(model, purpose=ModelCall.Purpose.SMART_RETRIEVAL).respond(
+                    model=model, max_tokens=max_tokens, **request
+                )
+            )
         model_call_record(
             team=team,
             turn=turn,
@@ -115,6 +150,7 @@ def model_asker(*, model: str, team: Team, turn: Turn | None = None, agent: Agen
             model=reply.model,
             usage=reply.usage,
             purpose=ModelCall.Purpose.SMART_RETRIEVAL,
+            reply=reply.text,
         )
         return reply.text
 
@@ -134,7 +170,16 @@ def tool_context(
         messages=list(messages or []),
         ask_model=model_asker(model=model, team=team, turn=turn, agent=agent),
         consult=consult,
+        call_mcp=_call_mcp,
     )
+
+
+def _call_mcp(server, tool: str, arguments: dict):
+    # Imported on the first call: the MCP SDK costs nothing to a team without servers.
+    from teams.engine import mcp_client
+
+    with telemetry.mcp_call(server, tool):  # a child of the tool's execute_tool span
+        return mcp_client.call_tool(server, tool, arguments)
 
 
 def _replayed(step: TurnStep) -> ToolResult:
@@ -160,6 +205,7 @@ def execute(turn: Turn, worker: str) -> None:
     ctx = tool_context(team=team, agent=agent, turn=turn, messages=prompt.snapshot)
     messages = prompts.request_messages(prompt, cached=caches_prompts(turn.model))
     last_model, replies, results, model_calls = _replay(steps, messages)
+    claimed = True  # the rows the claim read serve this attempt's first call
     next_index = len(steps)
     relay = _TextRelay(turn)
     ended: TurnEnd | None = None
@@ -172,13 +218,33 @@ def execute(turn: Turn, worker: str) -> None:
             for use in uses:
                 if use["id"] in results:
                     continue
-                results[use["id"]] = registry.execute(
-                    use["name"],
-                    use.get("input") or {},
-                    ctx,
-                    tools,
-                    record=partial(_record_tool_step, turn, next_index, use),
-                )
+                record = partial(_record_tool_step, turn, next_index, use)
+                verdict = _approval(turn, tools, use, last_model)
+                if verdict.wait:  # no worker holds the turn while the PM decides
+                    relay.flush()
+                    turns.turn_wait(turn=turn, worker=worker)
+                    return
+                if verdict.result is not None:
+                    with transaction.atomic():
+                        record(verdict.result)
+                    results[use["id"]] = verdict.result
+                else:
+                    noted = partial(_noted, verdict.notice)
+                    tool = next((t for t in tools if t.name == use["name"]), None)
+                    with telemetry.tool_call(use, tool) as call:  # execute_tool <tool>
+                        results[use["id"]] = call.done(
+                            noted(
+                                registry.execute(
+                                    use["name"],
+                                    verdict.arguments,
+                                    ctx,
+                                    tools,
+                                    record=lambda result, record=record, noted=noted: record(
+                                        noted(result)
+                                    ),
+                                )
+                            )
+                        )
                 next_index += 1
             messages.append({"role": "user", "content": _blocks(last_model, results)})
             # The first call whose result ends the turn decides how it ends.
@@ -199,10 +265,11 @@ def execute(turn: Turn, worker: str) -> None:
             "messages": messages,
             "tools": definitions,
         }
-        if budgets.call_blocked(turn=turn, **request):
+        if budgets.call_blocked(turn=turn, claimed=claimed, **request):
             # The call would cross a cost budget: not made, the team waits for the PM.
             _end_over_budget(turn, worker, replies)
             return
+        claimed = False
         reply = _ask_model(turn, worker, request, relay, next_index)
         if reply is None:
             return
@@ -219,6 +286,80 @@ def execute(turn: Turn, worker: str) -> None:
         outcome=ended.outcome if ended else None,
         reason=ended.reason if ended else "",
     )
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What happens to one tool call: run with `arguments`, answer with `result`
+    (denied, or it could not be asked), or `wait` for the PM."""
+
+    arguments: dict | None = None
+    result: ToolResult | None = None
+    wait: bool = False
+    notice: str = ""
+
+
+def _approval(turn: Turn, tools, use: dict, model_content: list[dict]) -> _Verdict:
+    """A call of an `ask` tool waits for the PM's approval, once per call: the
+    request is asked, then its answer decides when the turn resumes."""
+    arguments = use.get("input") or {}
+    tool = next((t for t in tools if t.name == use["name"]), None)
+    if tool is None or registry.policy(tool, turn.team) != ApprovalPolicy.ASK:
+        return _Verdict(arguments=arguments)
+    request = approvals.approval_for(turn, use["id"])
+    if request is None:
+        try:
+            approvals.approval_request_open(
+                turn=turn,
+                tool=use["name"],
+                tool_use_id=use["id"],
+                arguments=arguments,
+                input_schema=tool.definition_for(turn.team)["input_schema"],
+                why=_said([model_content]),
+            )
+        except Conflict as exc:
+            return _Verdict(result=ToolResult(f"Error: {exc.message}", is_error=True))
+        return _Verdict(wait=True)
+    if request.status == PMRequest.Status.OPEN:
+        return _Verdict(wait=True)
+    decision, edited, note = approvals.approval_outcome(request)
+    if request.status != PMRequest.Status.ANSWERED:
+        text = "Error: this call did not run: its approval request was cancelled."
+        return _Verdict(result=ToolResult(text, is_error=True))
+    if decision == DENY:
+        said = f": {note}" if note else "."
+        text = (
+            f"Error: the PM denied this call{said} It did not run. Do not make it again "
+            "unless the PM or the coach asks you to; carry on without it."
+        )
+        return _Verdict(result=ToolResult(text, is_error=True))
+    notice = ""
+    if edited is not None:
+        changed = "; ".join(
+            f"{key} = {_shown(value)}"
+            for key, value in edited.items()
+            if arguments.get(key) != value
+        )
+        dropped = ", ".join(key for key in arguments if key not in edited)
+        notice += (
+            "[The PM changed your arguments before this call ran; the result below is for "
+            f"the changed ones. Changed: {changed or 'none'}"
+            + (f"; removed: {dropped}" if dropped else "")
+            + "]\n\n"
+        )
+    if note:
+        notice += f"[The PM's note: {note}]\n\n"
+    return _Verdict(arguments=edited if edited is not None else arguments, notice=notice)
+
+
+def _shown(value, limit: int = 200) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _noted(notice: str, result: ToolResult) -> ToolResult:
+    """What the PM changed or said, before the call's result."""
+    return replace(result, text=notice + result.text) if notice else result
 
 
 def _turn_tools(agent: Agent, team: Team):
@@ -254,13 +395,21 @@ def _ask_model(turn: Turn, worker: str, request: dict, relay: _TextRelay, index:
     """One model call, kept as the turn's step with its request and usage; None when
     it failed (the turn is failed then, and the team paused)."""
     try:
-        reply = provider_for(turn.model).respond(
+        with telemetry.chat(
             model=turn.model,
+            max_tokens=request["max_tokens"],
             system=request["system"],
             messages=request["messages"],
-            tools=request["tools"],
-            on_text=relay,
-        )
+        ) as call:  # chat <model>
+            reply = call.reply(
+                provider_for(turn.model).respond(
+                    model=turn.model,
+                    system=request["system"],
+                    messages=request["messages"],
+                    tools=request["tools"],
+                    on_text=relay,
+                )
+            )
     except ModelError as exc:
         relay.flush()
         turns.turn_fail(turn=turn, worker=worker, error=exc.message)
@@ -273,6 +422,7 @@ def _ask_model(turn: Turn, worker: str, request: dict, relay: _TextRelay, index:
             kind=TurnStep.Kind.MODEL,
             content=reply.content,
             request=request_pack(request),
+            request_digest=request_digest(request),
             **reply.usage.as_fields(),
         )
         turn_add_usage(turn=turn, model=reply.model, usage=reply.usage, renew_lease=turns.lease())
@@ -343,17 +493,18 @@ def estimate_tokens(prompt: prompts.Prompt) -> int:
     """About four characters a token: close enough to decide when to offload."""
     chars = sum(len(b["text"]) for b in prompt.system)
     chars += sum(len(m["content"]) for m in prompt.messages if isinstance(m["content"], str))
-    return chars // 4
+    return chars // keepers.CHARS_PER_TOKEN
 
 
 def _offload_when_over_budget(turn: Turn, prompt: prompts.Prompt) -> prompts.Prompt:
     """Before the first model call, keep the context under the agent's budget."""
     agent, team = turn.agent, turn.team
     for _ in range(keepers.AUTO_OFFLOAD_ROUNDS):
-        if not keepers.over_budget(agent, estimate_tokens(prompt)):
+        tokens = estimate_tokens(prompt)
+        if not keepers.over_budget(agent, tokens):
             break
         result = keepers.offload_for_budget(
-            turn=turn, messages=prompt.snapshot, retrieve_tool=ContextRetrieve.name
+            turn=turn, messages=prompt.snapshot, tokens=tokens, retrieve_tool=ContextRetrieve.name
         )
         if result is None:
             break

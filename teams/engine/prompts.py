@@ -19,17 +19,27 @@ the prompt cache (teams/catalog.py prices cache reads at a tenth of input):
 
 That is at most MAX_CACHE_BREAKPOINTS, Anthropic's limit per request. Providers
 without a prompt cache (the offline model) get the same text as plain strings, one
-message per run of same-role entries (`Prompt.messages`)."""
+message per run of same-role entries (`Prompt.messages`).
+
+A process keeps what it read and rendered for each agent's last request (`_Kept`) and
+reads only the messages written since: an agent's history only grows within a phase,
+and what could change a line already read (an offload, an edited message, a renamed
+agent, a new phase) changes the key, so the next build reads everything again. The
+lines about questions (open, answered, expired) are rendered afresh on every build.
+What is kept is an optimisation, never the truth: a build in a process that kept
+nothing (another worker) gives the same request, byte for byte."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from django.db.models import Q, QuerySet
 
-from teams import mesh, phase_guide
+from teams import mesh, phase_guide, questions, steering
 from teams.engine.reply import DEFAULT_MAX_TOKENS
-from teams.models import Agent, Anchor, Message, Team, Turn
+from teams.models import Agent, Anchor, Message, Query, Team, Turn
 from teams.turns import PM_INPUT
 from tools import questions as question_tools
 from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
@@ -67,8 +77,8 @@ NORMS = "\n".join(
         f"- Your intent: Loom declares a trajectory for you at the start of each phase. "
         f"Refine it with {DeclareIntent.name} when your aim changes, and set your tactic "
         f"and next action with {MapContext.name} when you start a new piece of work. The "
-        "PM sees a drift score for every agent, computed from these levels and how "
-        "recently you updated them.",
+        "PM sees a drift score for every agent (100 is on track; lower means drifting), "
+        "computed from these levels and how recently you updated them.",
     ]
 )
 
@@ -118,7 +128,7 @@ LAST_SUMMARY_LINE = (
     "This is the last phase: your summary is the team's outcome for the PM (what was "
     "delivered, the files, what is left open)."
 )
-CONVERSATION_KINDS = [Message.Kind.CHAT, Message.Kind.PM, Message.Kind.SYSTEM]
+CONVERSATION_KINDS = [Message.Kind.CHAT, Message.Kind.PM, Message.Kind.SYSTEM, Message.Kind.SEAT]
 CACHE = {"type": "ephemeral"}  # a cache breakpoint (five-minute ephemeral cache)
 MAX_CACHE_BREAKPOINTS = 4  # Anthropic's limit: tools, system, history read, history write
 
@@ -144,14 +154,14 @@ def facilitation(phase: str, last: bool = False) -> str:
     return f"{text}\n{CLOSING} {summary}\n{ASK_PM_LINE}"
 
 
-def team_line(agent: Agent, team: Team) -> str:
-    """Who else is on the team, by @name and role."""
-    others = [
-        f"@{name} ({role})"
-        for name, role in team.agents.exclude(pk=agent.pk)
-        .order_by("position", "id")
-        .values_list("name", "role")
-    ]
+def roster(team: Team) -> list[tuple[int, str, str]]:
+    """The team's agents as (id, name, role), in the rotation's order."""
+    return list(team.agents.order_by("position", "id").values_list("id", "name", "role"))
+
+
+def team_line(agent: Agent, team: Team, agents: list[tuple[int, str, str]] | None = None) -> str:
+    """Who else is on the team, by @name and role (`agents`: the roster, when read)."""
+    others = [f"@{name} ({role})" for pk, name, role in (agents or roster(team)) if pk != agent.pk]
     return "Your teammates: " + (", ".join(others) if others else "none") + "."
 
 
@@ -217,11 +227,16 @@ def history_queryset(
     # from this phase, or from an earlier one when its last request did not have them
     # yet (one that arrived as the phase closed); earlier ones live in the summaries.
     records = Q(kind=Message.Kind.TOOL_CALL)
-    notes = Q(kind__in=[Message.Kind.ANSWER, Message.Kind.PEER])
     this_phase = Q(phase=phase or team.phase)
     unseen = Q(id__gt=unseen_after or 0)
+    # Other inbox lines (an offload's stub, Loom's notes, a PM's nudge) are the phase's
+    # too, like the notes; a question addressed to the agent stays while it is open
+    # (render drops it once it is not). (A nudge is read from here into the cue of one
+    # turn only, never shown as history: see render and teams.steering.cue_lines.)
+    notes = Q(kind__in=[Message.Kind.ANSWER, Message.Kind.PEER])
+    questions = Q(query__isnull=False) & ~notes
     inbox = Q(recipient=agent) & (
-        (records & this_phase) | (notes & (this_phase | unseen)) | ~(records | notes)
+        (records & this_phase) | questions | (~records & (this_phase | unseen))
     )
     return (
         Message.objects.filter(phase_conversation | summaries | inbox)
@@ -239,12 +254,117 @@ def history_messages(
     until_id: int | None = None,
     phase: str | None = None,
     unseen_after: int | None = None,
+    after_id: int | None = None,
 ) -> list[Message]:
-    """What the agent sees on a turn whose snapshot ends at `until_id`."""
+    """What the agent sees on a turn whose snapshot ends at `until_id` (only the
+    messages after `after_id`, when given)."""
     messages = history_queryset(agent, team, phase, unseen_after)
     if until_id is not None:
         messages = messages.filter(id__lte=until_id)
-    return list(messages)
+    if after_id is not None:
+        messages = messages.filter(id__gt=after_id)
+    return questions.delivered(list(messages))
+
+
+# --- what a process keeps of each agent's last request --------------------------
+
+KEEP_HISTORY = True  # off: every build reads the whole history (as another worker would)
+KEPT_AGENTS = 512  # the agents whose last history a process keeps, least recent dropped
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """An agent's history as read for its last request: its rows by id, and the lines
+    rendered from them, under the key they were read with."""
+
+    key: tuple
+    rows: dict[int, Message]
+    lines: dict[int, tuple[str, str | None]]
+
+
+_kept: OrderedDict[tuple[int, int], _Kept] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def forget(team: Team | None = None, agent: Agent | None = None) -> None:
+    """Drop what this process keeps (of one agent, of a team, or all)."""
+    with _kept_lock:
+        for team_id, agent_id in list(_kept):
+            if (team is None or team_id == team.id) and (agent is None or agent_id == agent.id):
+                del _kept[team_id, agent_id]
+
+
+def _dynamic(message: Message) -> bool:
+    """A line about a question: whether and how it shows depends on the query's state
+    now (open, answered, forwarded, expired), so it is rendered on every build."""
+    return message.query_id is not None
+
+
+def agent_history(
+    agent: Agent,
+    team: Team,
+    until_id: int | None,
+    phase: str,
+    seen: int | None,
+    agents: list[tuple[int, str, str]],
+) -> tuple[list[Message], list[tuple[str, str | None]]]:
+    """The agent's history for a request (as history_messages) and each row's
+    (role, text) as render gives it.
+
+    With what this process kept of the agent's last request, the database still says
+    which rows the history has (their ids: offloaded ones drop out, a late commit
+    comes in), and only the rows not read before are read whole. The key holds what
+    changes a line already rendered: the team's context version (an edited message)
+    and the roster (a renamed agent), with the team's creation time (ids may come
+    again after a rollback)."""
+    key = (team.created_at, team.context_version, tuple(agents))
+    kept = None
+    keep = KEEP_HISTORY and until_id is not None
+    if keep:
+        with _kept_lock:
+            kept = _kept.get((team.id, agent.id))
+        if kept is not None and kept.key != key:
+            kept = None
+    if kept is None:
+        rows = history_messages(agent, team, until_id, phase, seen)
+        lines: dict[int, tuple[str, str | None]] = {}
+    else:
+        ids = list(
+            history_queryset(agent, team, phase, seen)
+            .filter(id__lte=until_id)
+            .values_list("id", flat=True)
+        )
+        fresh = [i for i in ids if i not in kept.rows]
+        read = {}
+        if fresh:  # the rows written since (or committed late), from the first of them
+            after = fresh[0] - 1
+            read = {m.id: m for m in history_messages(agent, team, until_id, phase, seen, after)}
+        rows = [r for r in (kept.rows.get(i) or read.get(i) for i in ids) if r is not None]
+        lines = kept.lines
+        _refresh_queries([m for m in rows if _dynamic(m) and m.id in kept.rows])
+    rendered, shown = [], {}
+    for message in rows:
+        line = lines.get(message.id)
+        if line is None or _dynamic(message):
+            line = render(message, agent)
+        shown[message.id] = line
+        rendered.append(line)
+    if keep:
+        with _kept_lock:
+            _kept[team.id, agent.id] = _Kept(key, {m.id: m for m in rows}, shown)
+            _kept.move_to_end((team.id, agent.id))
+            while len(_kept) > KEPT_AGENTS:
+                _kept.popitem(last=False)
+    return rows, rendered
+
+
+def _refresh_queries(messages: list[Message]) -> None:
+    """The queries of kept rows as they are now (one statement, none without)."""
+    if not messages:
+        return
+    queries = Query.objects.in_bulk({m.query_id for m in messages})
+    for message in messages:
+        message.query = queries.get(message.query_id)
 
 
 def mention_note(agent: Agent, history: list[Message]) -> str:
@@ -267,6 +387,8 @@ def render(message: Message, agent: Agent) -> tuple[str, str | None]:
         return "user", question_tools.inbox_line(message, agent)
     if message.kind == Kind.TOOL_CALL:
         return "user", f"[Your action] {message.content}"
+    if message.kind == Kind.NUDGE:  # in the cue of the turn it is new to, not history
+        return "user", None
     if message.kind == Kind.SYSTEM and message.author_id is not None:
         # What an agent's tool did in the conversation (asking the PM): for its author
         # the record of its own action says it already.
@@ -277,6 +399,10 @@ def render(message: Message, agent: Agent) -> tuple[str, str | None]:
             question = message.content.removeprefix(prefix).removesuffix(rest)
             return "user", f"[Loom] {message.speaker} asked the PM: {question}"
         return "user", f"[Loom] {message.speaker}: {message.content}"
+    if message.kind == Kind.SEAT:  # the PM wrote this turn in an agent's seat
+        if message.author_id == agent.id:
+            return "user", f"[The PM, in your seat, wrote this turn for you]: {message.content}"
+        return "user", f"[{message.speaker}]: {message.content}"
     if message.kind == Kind.PHASE_SUMMARY:  # Loom's record, even for the coach who wrote it
         return "user", f"[Loom] {message.content}"
     if message.author_id == agent.id and message.recipient_id is None:
@@ -396,10 +522,11 @@ def build(
     """The prompt of a turn; `phase` is the turn's own (the team may have moved on
     since a resumed turn began)."""
     phase = phase or team.phase
+    agents = roster(team)
     identity = f"Your name is {agent.name} and your role is {agent.role}."
     stable = [
         identity,
-        team_line(agent, team),
+        team_line(agent, team, agents),
         agent.role_prompt or ROLE_PROMPTS.get(agent.role, ""),
         NORMS,
         phase_text(agent, team, phase),
@@ -411,20 +538,20 @@ def build(
     ]
     system += anchors_system(team)
     seen = previously_seen(agent, until_id)
-    history = history_messages(agent, team, until_id, phase, unseen_after=seen)
+    history, lines = agent_history(agent, team, until_id, phase, seen, agents)
     note = mention_note(agent, history)
 
     opening = f"Team goal: {team.goal or '(none given)'}\nCurrent phase: {phase}"
     entries = [("user", opening, None)]
-    for message in history:
-        role, text = render(message, agent)
+    for message, (role, text) in zip(history, lines, strict=True):
         if text:
             entries.append((role, text, message.id))
     # The cue first: what follows the history's last line is the turn's, not a speaker's.
     cue = [f"It is your turn, {agent.name}."]
     if agent.role == Agent.Role.COACH:
         cue.append(coach_cue(agent, team, phase, until_id))
-    cue += [intent_line(agent), note]
+    nudges = [m for m in history if m.kind == Message.Kind.NUDGE and (seen is None or m.id > seen)]
+    cue += [*steering.cue_lines(agent, nudges, until_id), intent_line(agent), note]
     tail = "\n\n".join(p for p in cue if p)
     turns: list[list] = []
     for role, text, _ in [*entries, ("user", tail, None)]:

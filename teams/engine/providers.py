@@ -15,10 +15,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from contextvars import ContextVar
 
 import anthropic
 from django.conf import settings
 
+from teams import telemetry
 from teams.catalog import CLAUDE_PREFIX, OFFLINE_MODEL, Usage, family_of, price_problem
 from teams.engine.offline import OfflineProvider
 from teams.engine.reply import DEFAULT_MAX_TOKENS, ModelReply, Provider
@@ -108,12 +110,18 @@ def _anthropic() -> Provider:
         settings.ANTHROPIC_BASE_URL,
         getattr(settings, "LOOM_MODEL_MAX_RETRIES", 4),
         settings.LOOM_MODEL_TIMEOUT,
+        telemetry.enabled(),
     )
     with _client_lock:
         if key not in _clients:
-            api_key, base_url, retries, timeout = key
+            api_key, base_url, retries, timeout, _ = key
             _clients[key] = anthropic.Anthropic(
-                api_key=api_key, base_url=base_url, max_retries=retries, timeout=timeout
+                api_key=api_key,
+                base_url=base_url,
+                max_retries=retries,
+                timeout=timeout,
+                # Traced: each HTTP attempt (the SDK's retries) is a span of the call's.
+                http_client=telemetry.http_client(anthropic.DefaultHttpxClient),
             )
         return AnthropicProvider(_clients[key])
 
@@ -135,8 +143,17 @@ def caches_prompts(model: str) -> bool:
     return family_of(model) in PROMPT_CACHES
 
 
-def provider_for(model: str) -> Provider:
-    """The provider serving this model id; ModelError when none can."""
+# Set while a replay runs (teams.engine.replay): every model call of this thread is
+# answered by it, from the recorded run, whatever the model id.
+replaying: ContextVar = ContextVar("loom_replaying", default=None)
+
+
+def provider_for(model: str, purpose: str = "turn") -> Provider:
+    """The provider serving this model id; ModelError when none can. `purpose` says
+    which call it is for a replay: a turn's step, or a tool's own question."""
+    replay = replaying.get()
+    if replay is not None:
+        return replay.provider(purpose)
     family = family_of(model)
     if family is None:
         raise ModelError(

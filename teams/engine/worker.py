@@ -15,12 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import sync_to_async
 from channels.consumer import AsyncConsumer
+from channels.consumer import get_handler_name as channels_handler_name
 from channels.worker import Worker
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import close_old_connections
 from django.utils import timezone
 
-from teams import health, questions, turns
+from teams import events, health, questions, telemetry, turns
 from teams.engine import loop
 
 log = logging.getLogger("loom.worker")
@@ -63,10 +64,15 @@ def turn_executor() -> ThreadPoolExecutor:
 def run_claimed_turn(turn_id: int, worker: str = WORKER_ID):
     """Thread entry point: run one turn with this thread's own database connection.
 
+    The connection outlives the turn (CONN_MAX_AGE): the thread's next turn reuses it
+    after a health check, and one that failed or grew too old is closed at the turn's
+    end and opened afresh for the next. It stays open while the model is asked (see
+    docs/production.md).
+
     While it runs the heartbeat renews its lease; a turn whose run dies here (its
     database connection killed, say) is no longer renewed, so the sweeper re-queues
     it once the lease runs out and the next attempt resumes from its steps."""
-    close_old_connections()
+    close_old_connections()  # and a health check before the connection's first use
     with _running_lock:
         _running[turn_id] = worker
     try:
@@ -77,7 +83,7 @@ def run_claimed_turn(turn_id: int, worker: str = WORKER_ID):
     finally:
         with _running_lock:
             _running.pop(turn_id, None)
-        connections.close_all()
+        close_old_connections()  # closes it only when broken or past CONN_MAX_AGE
 
 
 def running_turns() -> dict[str, list[int]]:
@@ -100,10 +106,11 @@ class Heartbeat(threading.Thread):
 
     def run(self) -> None:
         while not self.stopped.is_set():
+            close_old_connections()  # a broken connection is replaced before the beat
             try:
                 self.beat()
             finally:
-                connections.close_all()  # a fresh connection each beat survives a killed one
+                close_old_connections()
             self.stopped.wait(heartbeat_seconds())
 
     def beat(self) -> int:
@@ -146,7 +153,12 @@ class TurnWorker(Worker):
 
     async def handle(self):
         start_heartbeat()
-        await super().handle()
+        # Events the turns publish go out through this loop and its connections.
+        events.send_through(asyncio.get_running_loop())
+        try:
+            await super().handle()
+        finally:
+            events.send_through(None)
 
     async def listener(self, channel):
         failures = 0
@@ -171,6 +183,15 @@ class TurnWorker(Worker):
             await self.get_or_create_application_instance(channel, scope).put(message)
 
 
+def start_send_loop() -> asyncio.AbstractEventLoop:
+    """For a process without an event loop of its own (`manage.py sweep`): a thread
+    running one, which this process's events are sent through (teams.events)."""
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="loom-send", daemon=True).start()
+    events.send_through(loop)
+    return loop
+
+
 def sweep(now=None) -> dict:
     """Re-queue turns whose worker died (lease expired), re-wake queued turns whose
     wake-up was lost, expire queries, restart stalled teams. Safe to run anywhere,
@@ -192,7 +213,7 @@ def sweep_in_thread() -> dict:
     try:
         return sweep()
     finally:
-        connections.close_all()
+        close_old_connections()
 
 
 async def run_sweeper(interval: float | None = None) -> None:
@@ -217,7 +238,16 @@ class TurnWorkerConsumer(AsyncConsumer):
         self.slots = asyncio.Semaphore(settings.LOOM_WORKER_THREADS)
         self.tasks: set[asyncio.Task] = set()
 
+    async def dispatch(self, message):
+        # channels' dispatch closes old connections in a thread hop per message; this
+        # handler touches no database (the turn's thread looks after its connection).
+        handler = getattr(self, channels_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
     async def turn_queued(self, message):
+        telemetry.wake_received(message)  # the trace context it was queued in
         task = asyncio.ensure_future(self._run(message["turn_id"]))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)

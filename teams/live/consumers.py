@@ -12,10 +12,10 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from teams import events, selectors
+from teams import event_log, events, selectors
 from teams.access import Caller, caller_for_scope, caller_refreshed
 from teams.errors import NotFound
-from teams.event_payloads import MessageOut, PMRequestOut, QueryOut
+from teams.event_payloads import PMRequestOut, QueryOut
 from teams.events import Audience
 from teams.live.slots import SOCKET_LEASE_SECONDS, socket_slots
 from teams.models import Team
@@ -39,6 +39,11 @@ MAX_SOCKETS_PER_USER = 20
 # `team.status` says how many older ones were left out (`catch_up_omitted`).
 CATCH_UP_MAX_MESSAGES = 200
 CATCH_UP_MAX_CHARS = 256 * 1024
+# A team socket that has heard nothing for this long reads the team's last sequence
+# number, in case the events it missed were the last ones (the wait doubles while
+# nothing happens, up to the maximum, and starts again at each event).
+HEAD_CHECK_FIRST_SECONDS = 1.0
+HEAD_CHECK_MAX_SECONDS = 30.0
 
 
 def serves(audience: Audience):
@@ -68,6 +73,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         try:
             await super().__call__(scope, receive, send)
         finally:  # however the socket ends, cancelled included
+            watcher = getattr(self, "watcher", None)
+            if watcher is not None:
+                watcher.cancel()
             await self.release_slot()
 
     async def websocket_receive(self, message):
@@ -114,6 +122,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=code)
 
     async def refresh_access(self, *, force: bool = False) -> set[int] | None:
+        if self.caller is not None and self.caller.expired():  # at once, not at the recheck
+            self.team_ids = set()
+            return None
         now = time.monotonic()
         if force or now - self.checked_at >= ACCESS_RECHECK_SECONDS:
             self.checked_at = now
@@ -125,9 +136,20 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     async def forward_event(self, message):
         """A declared event from the channel layer, passed on if the user may see it."""
         event = events.declared(message["type"])
-        wire = {"event": event.name, **{k: v for k, v in message.items() if k != "type"}}
+        private_to = message.get(events.PRIVATE_TO)
+        wire = {
+            "event": event.name,
+            **{k: v for k, v in message.items() if k not in ("type", events.PRIVATE_TO)},
+        }
+        if not events.audience_allows(self.viewer_agent_id, private_to):
+            return  # another agent's private line: not for a token bound to this one
         if await self.may_see(event, wire):
             await self.send_json(wire)
+
+    @property
+    def viewer_agent_id(self) -> int | None:
+        """The agent this socket's caller acts as (a bound token), or None."""
+        return self.caller.agent_id if self.caller is not None else None
 
     async def may_see(self, event, wire) -> bool:  # pragma: no cover - interface
         raise NotImplementedError
@@ -151,18 +173,71 @@ class TeamConsumer(LiveConsumer):
             return
         self.team_ids, self.checked_at = {self.team.id}, time.monotonic()
         self.group = events.team_group(self.team.id)
+        self.sequence = asyncio.Lock()
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         # Catch up on what happened between rendering the page (or losing the
-        # connection) and joining the group; the page drops duplicates by id.
-        for wire in await database_sync_to_async(team_catch_up)(
-            self.team.id, _after_id(self.scope)
-        ):
-            await self.send_json(wire)
+        # connection) and joining the group: by sequence number from `after_seq`,
+        # else the messages after `after` (an id). Live events up to the head read
+        # here are dropped as duplicates.
+        async with self.sequence:
+            wires, self.seq = await database_sync_to_async(team_catch_up)(
+                self.team.id,
+                _after_id(self.scope),
+                viewer_agent_id=self.viewer_agent_id,
+                after_seq=_after_seq(self.scope),
+            )
+            for wire in wires:
+                await self.send_json(wire)
+        self.heard_at, self.head_wait = time.monotonic(), HEAD_CHECK_FIRST_SECONDS
+        self.watcher = asyncio.ensure_future(self._watch_head())
 
     async def disconnect(self, code):
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def forward_event(self, message):
+        """Events in sequence: a duplicate (seq already sent) is dropped, and a gap is
+        filled from the database before the event that revealed it is sent."""
+        seq = message.get("seq")
+        if seq is None:  # a transient event: streamed text
+            await super().forward_event(message)
+            return
+        async with self.sequence:
+            self.heard_at, self.head_wait = time.monotonic(), HEAD_CHECK_FIRST_SECONDS
+            if seq <= self.seq:
+                return
+            if seq > self.seq + 1:
+                await self._catch_up_to(seq - 1)
+            self.seq = seq
+            await super().forward_event(message)
+
+    async def _catch_up_to(self, upto: int):
+        """Send the events after self.seq up to `upto` from the database (bounded as
+        on connect; what is left out is counted in a `team.status`)."""
+        wires = await database_sync_to_async(team_gap_fill)(
+            self.team.id, self.seq, upto, viewer_agent_id=self.viewer_agent_id
+        )
+        self.seq = upto
+        for wire in wires:
+            await self.send_json(wire)
+
+    async def _watch_head(self):
+        """Events lost at the end of a burst show no gap until the next one: a quiet
+        socket reads the team's last sequence number now and then."""
+        while True:
+            await asyncio.sleep(self.head_wait)
+            if time.monotonic() - self.heard_at < self.head_wait:
+                continue  # events are arriving: their numbers show any gap
+            self.head_wait = min(self.head_wait * 2, HEAD_CHECK_MAX_SECONDS)
+            try:
+                head = await team_head(self.team)
+                if head > self.seq and await self.may_see(None, None):
+                    async with self.sequence:
+                        if head > self.seq:
+                            await self._catch_up_to(head)
+            except Exception as exc:  # a database blip: the next check tries again
+                log.warning("Could not check team %s's live events: %s", self.team.id, exc)
 
     async def may_see(self, event, wire) -> bool:
         visible = await self.refresh_access()
@@ -222,10 +297,33 @@ def _team_of(caller: Caller, slug: str) -> Team | None:
         return None
 
 
+# The last sequence number read per team in this process, and when: the quiet sockets
+# of one team share one read a second.
+# (Keyed by the team's unique folder too: a test database may give an id again.)
+_heads: dict[tuple, tuple[float, int]] = {}
+
+
+async def team_head(team: Team) -> int:
+    key = (team.id, team.folder)
+    checked_at, head = _heads.get(key, (0.0, 0))
+    if time.monotonic() - checked_at >= HEAD_CHECK_FIRST_SECONDS:
+        head = await database_sync_to_async(event_log.team_event_head)(team_id=team.id)
+        _heads[key] = (time.monotonic(), head)
+    return head
+
+
 def _after_id(scope) -> int:
     value = parse_qs(scope.get("query_string", b"").decode()).get("after", ["0"])[0]
     # ASCII digits only, and few: "²".isdigit() is true and int() of 5,000 digits raises.
     return int(value) if re.fullmatch(r"[0-9]{1,18}", value) else 0
+
+
+def _after_seq(scope) -> int | None:
+    """The `after_seq` a client gave (the last sequence number it has), else None."""
+    values = parse_qs(scope.get("query_string", b"").decode()).get("after_seq")
+    if not values:
+        return None
+    return int(values[0]) if re.fullmatch(r"[0-9]{1,18}", values[0]) else 0
 
 
 # The event a query's latest hop stands for, to replay on connect.
@@ -237,30 +335,84 @@ QUERY_EVENT_BY_HOP = {
 }
 
 
-def team_catch_up(team_id: int, after_id: int) -> list[dict]:
-    """What a page may have missed, as wire dicts: the newest messages after
-    `after_id` (within CATCH_UP_MAX_MESSAGES and CATCH_UP_MAX_CHARS), the latest
-    questions between agents as they stand now, then the team's status with its
-    open PM request and how many missed messages were left out."""
+def team_catch_up(
+    team_id: int,
+    after_id: int,
+    viewer_agent_id: int | None = None,
+    after_seq: int | None = None,
+) -> tuple[list[dict], int]:
+    """What a socket may have missed, as wire dicts, and the team's sequence number
+    they bring it to.
+
+    With `after_seq`: the events numbered after it, as published (each with its
+    `seq` and `catch_up: true`), then the team's status. Without: the newest
+    messages after `after_id`, the latest questions between agents as they stand,
+    then the status. Either is bounded (CATCH_UP_MAX_MESSAGES events or messages,
+    CATCH_UP_MAX_CHARS characters); the status carries the open PM request, how
+    many were left out (`catch_up_omitted`; then the questions as they stand come
+    too) and `head`, the sequence number it is current to. Events the viewer
+    (`viewer_agent_id`, a bound token's agent) may not see are left out, as live."""
     team = Team.objects.get(pk=team_id)
-    messages, omitted = selectors.team_messages_after_bounded(
-        team=team,
-        after_id=after_id,
-        max_messages=CATCH_UP_MAX_MESSAGES,
+    head = team.event_seq  # read first: what is committed later comes live
+    if after_seq is not None:
+        missed, omitted = _events_between(team_id, min(after_seq, head), head, viewer_agent_id)
+        queries = _queries_as_they_stand(team) if omitted else []
+    else:
+        messages, omitted = selectors.team_messages_after_bounded(
+            team=team,
+            after_id=after_id,
+            max_messages=CATCH_UP_MAX_MESSAGES,
+            max_chars=CATCH_UP_MAX_CHARS,
+        )
+        missed = [
+            event.wire()
+            for event in (events.MessageCreated.of(m) for m in messages)
+            if events.audience_allows(viewer_agent_id, event.private_to)
+        ]
+        queries = _queries_as_they_stand(team)
+    return [*missed, *queries, _status(team, omitted, head)], head
+
+
+def team_gap_fill(
+    team_id: int, after_seq: int, upto_seq: int, viewer_agent_id: int | None = None
+) -> list[dict]:
+    """The events a connected socket missed between two sequence numbers; beyond the
+    bounds, the newest of them, then the questions and the status as they stand."""
+    missed, omitted = _events_between(team_id, after_seq, upto_seq, viewer_agent_id)
+    if not omitted:
+        return missed
+    team = Team.objects.get(pk=team_id)
+    return [*missed, *_queries_as_they_stand(team), _status(team, omitted, upto_seq)]
+
+
+def _events_between(team_id, after_seq, upto_seq, viewer_agent_id) -> tuple[list[dict], int]:
+    missed, omitted = event_log.team_events_after(
+        team_id=team_id,
+        after_seq=after_seq,
+        upto_seq=upto_seq,
+        viewer_agent_id=viewer_agent_id,
+        max_events=CATCH_UP_MAX_MESSAGES,
         max_chars=CATCH_UP_MAX_CHARS,
     )
-    missed = [events.MessageCreated(message=MessageOut.of(m)) for m in messages]
-    queries = [
+    return [{**wire, "catch_up": True} for wire in missed], omitted
+
+
+def _queries_as_they_stand(team: Team) -> list[dict]:
+    return [
         QUERY_EVENT_BY_HOP.get(q.hops[-1].get("kind") if q.hops else "", events.QueryAsked)(
             query=QueryOut.of(q)
-        )
+        ).wire()
         for q in reversed(selectors.team_recent_queries(team=team))
     ]
+
+
+def _status(team: Team, omitted: int, head: int) -> dict:
     request = selectors.team_open_pm_request(team=team)
     status = events.TeamStatusChanged.of(team)
     status.pm_request = PMRequestOut.of(request) if request else None
     status.catch_up_omitted = omitted
-    return [event.wire() for event in [*missed, *queries, status]]
+    status.head = head
+    return status.wire()
 
 
 def _open_requests(caller: Caller) -> list[PMRequestOut]:

@@ -32,6 +32,11 @@ class LocalSocketSlots:
     async def renew(self, user_id: int, channel: str) -> None:
         self.leases.setdefault(user_id, {})[channel] = time.monotonic() + SOCKET_LEASE_SECONDS
 
+    async def count(self) -> int:
+        """The live sockets (unexpired slots) of every user (for /metrics)."""
+        now = time.monotonic()
+        return sum(1 for held in self.leases.values() for d in held.values() if d > now)
+
     async def release(self, user_id: int, channel: str) -> None:
         held = self.leases.get(user_id, {})
         held.pop(channel, None)
@@ -75,6 +80,15 @@ class RedisSocketSlots:
             pipe.zadd(key, {channel: time.time() + SOCKET_LEASE_SECONDS})
             pipe.expire(key, int(SOCKET_LEASE_SECONDS) + 1)
             await pipe.execute()
+
+    async def count(self) -> int:
+        """The live sockets (unexpired slots) of every user and process (/metrics)."""
+        now, total = time.time(), 0
+        for index in range(getattr(self.layer, "ring_size", 1) or 1):
+            redis = self.layer.connection(index)
+            async for key in redis.scan_iter(match=f"{self.layer.prefix}:loom-sockets:*"):
+                total += await redis.zcount(key, now, "+inf")
+        return total
 
     async def release(self, user_id: int, channel: str) -> None:
         await self._redis(self._key(user_id)).zrem(self._key(user_id), channel)

@@ -5,6 +5,8 @@ Plain forms that work without JavaScript; the pages' script adds live updates
 over the WebSockets. Every page is for staff, and shows only the teams the user
 manages (superusers see all); another team's page is a 404."""
 
+import json
+
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import Http404, JsonResponse
@@ -14,14 +16,31 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from teams import cloning, drift, lifecycle, pm_requests, selectors, team_actions, workspace
+from teams import (
+    cloning,
+    drift,
+    drift_alerts,
+    lifecycle,
+    pm_requests,
+    selectors,
+    steering,
+    team_actions,
+    workspace,
+)
 from teams.catalog import OFFLINE_MODEL
 from teams.engine.providers import model_problem
-from teams.errors import LoomError
-from teams.models import BUDGET_CHOICES, HUMAN_TEXT_LIMIT, PMRequest
+from teams.errors import InvalidInput, LoomError
+from teams.models import (
+    APPROVAL_CHOICES,
+    BUDGET_CHOICES,
+    HUMAN_TEXT_LIMIT,
+    STUCK_CHOICES,
+    PMRequest,
+)
 from teams.web.presentation import (
     BUDGET_WARNING,
     BUDGET_WARNING_SHARE,
+    NOT_SET,
     agent_drift,
     budgets,
     size_in_bytes,
@@ -71,6 +90,10 @@ def team_live(request, slug):
     agents = list(team.agents.all())
     # A turn with several messages shows its figures once, on its last message.
     last_of_turn = {m.turn_id: m.id for m in transcript if m.turn_id}
+    recent_files = selectors.team_recent_files(team=team)
+    for row in recent_files:
+        row.size_text = size_in_bytes(row.size)
+    anchors = list(team.anchors.order_by("key"))  # the template asks each its source_text
     conversation_rows = [
         (m, turn_figures(m.turn) if m.turn_id and last_of_turn[m.turn_id] == m.id else None)
         for m in transcript
@@ -86,6 +109,8 @@ def team_live(request, slug):
             "older_count": selectors.team_conversation(team=team).count() - len(transcript),
             "pm_request": selectors.team_open_pm_request(team=team),
             "budget_choices": BUDGET_CHOICES,
+            "approval_choices": APPROVAL_CHOICES,
+            "stuck_choices": STUCK_CHOICES,
             "actions": lifecycle.pm_actions(team.status),
             "all_actions": [(a.value, a.label) for a in lifecycle.PM_ACTIONS],
             "agents": agents,
@@ -95,8 +120,14 @@ def team_live(request, slug):
             "drift": [agent_drift(a) for a in agents],
             "workspace_files": team.workspace_files.count(),
             "consultation_batches": selectors.team_recent_consultations(team=team),
+            "anchors": anchors,
+            "keepers": selectors.team_recent_keepers(team=team),
+            "recent_files": recent_files,
+            "outcome": {"phases": list(team.phases)},
             "live_config": {
                 "ws": f"/ws/teams/{team.slug}/",
+                # The team's event number as of this page (read before its contents).
+                "seq": team.event_seq,
                 "answer_url": reverse("pm-answer", args=[0]),
                 "drift_url": reverse("team-drift", args=[team.slug]),
                 "drift_bands": drift.bands(),
@@ -106,6 +137,12 @@ def team_live(request, slug):
                 "post_limit": HUMAN_TEXT_LIMIT,
                 "budget_warning": BUDGET_WARNING,
                 "budget_warning_share": BUDGET_WARNING_SHARE,
+                "file_url": reverse("team-file", args=[team.slug]),
+                "not_set": NOT_SET,
+                "phases": list(team.phases),
+                "recent_files": selectors.RECENT_FILES,
+                "recent_keepers": selectors.RECENT_KEEPERS,
+                "recent_batches": selectors.RECENT_BATCHES,
             },
         },
     )
@@ -231,6 +268,39 @@ def team_post(request, slug):
     return redirect("team-live", slug=team.slug)
 
 
+STEERED = {
+    "next_speaker": "{agent} speaks next; the rotation resumes after.",
+    "nudge": "Nudge sent: {agent} reads it on its next turn, and nobody else does.",
+    "seat": "Posted as {agent}'s turn, marked as yours; the rotation goes on.",
+}
+
+
+@staff_member_required
+@require_POST
+def team_steer(request, slug):
+    """The roster's steering forms (teams.steering): the next speaker, a nudge, a seat."""
+    team = _team_or_404(request, slug)
+    op = request.POST.get("op", "")
+    if op not in STEERED:
+        messages.error(request, "Unknown steering action.")
+        return redirect("team-live", slug=team.slug)
+    try:
+        agent = selectors.agent_get(team=team, name=request.POST.get("agent", ""))
+        if op == "next_speaker":
+            steering.team_next_speaker_set(team=team, agent=agent, user=request.user)
+        elif op == "nudge":
+            text = request.POST.get("nudge_text", "")
+            steering.agent_nudge(agent=agent, text=text, user=request.user)
+        else:
+            text = request.POST.get("seat_text", "")
+            steering.agent_seat_take(agent=agent, text=text, user=request.user)
+    except LoomError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, STEERED[op].format(agent=agent.name))
+    return redirect("team-live", slug=team.slug)
+
+
 @staff_member_required
 @require_POST
 def team_run_again(request, slug):
@@ -259,12 +329,18 @@ def pm_inbox(request):
         {
             "requests": selectors.open_pm_requests_for(user=request.user),
             "budget_choices": BUDGET_CHOICES,
+            "stuck_choices": STUCK_CHOICES,
+            "approval_choices": APPROVAL_CHOICES,
             # 80% of a budget used (teams.budgets): said here until the budget is raised.
             "budget_warnings": [
                 (team, budgets(team)["warnings"])
                 for team in selectors.budget_warned_teams(user=request.user)
                 if budgets(team)["warnings"]
             ],
+            # Agents in significant drift two turns running (teams.drift_alerts).
+            "drift_alerts": drift_alerts.drifting(
+                selectors.teams_visible_to(user=request.user).exclude(status="done")
+            ),
             "inbox_config": {
                 "ws": "/ws/pm/",
                 "answer_url": reverse("pm-answer", args=[0]),
@@ -294,6 +370,8 @@ def pm_answer(request, request_id):
             answer=next((a for a in reversed(request.POST.getlist("answer")) if a.strip()), ""),
             user=request.user,
             pin_as=request.POST.get("pin_as", ""),
+            note=request.POST.get("note", ""),
+            arguments=_edited_arguments(pm_request, request.POST.get("arguments", "")),
         )
     except LoomError as exc:
         messages.error(request, f"{pm_request.team.slug}: {exc.message}")
@@ -307,6 +385,19 @@ def pm_answer(request, request_id):
     if not url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
         target = reverse("pm-inbox")
     return redirect(target)
+
+
+def _edited_arguments(pm_request: PMRequest, text: str) -> dict | None:
+    """An approval form's arguments box: None when left as it was (or empty), the
+    edited object otherwise; not JSON is refused with the reason."""
+    if not text.strip():
+        return None
+    try:
+        edited = json.loads(text)
+    except json.JSONDecodeError as exc:
+        problem = f"The edited arguments are not JSON: {exc.msg}."
+        raise InvalidInput(problem, field="arguments") from None
+    return None if edited == pm_request.arguments else edited
 
 
 def _model_problems(agents) -> list[str]:

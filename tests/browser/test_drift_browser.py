@@ -8,7 +8,7 @@ import time
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from teams import drift, team_actions
+from teams import drift
 from teams.models import Agent, Anchor, Team, Turn
 from tests.browser.conftest import SCREENSHOTS, log_in
 
@@ -75,13 +75,20 @@ def test_drift_panel_pinned_answer_flag_and_admin_chart(start_site, browser, pm_
     Agent.objects.filter(pk=coder.pk).update(**off_course)
     coder_item = panel.locator("li[data-agent=coder]")
     expect(coder_item.locator(".drift-meaning")).to_have_text("on track")
-    team_actions.team_resume(team=team)
+    page.locator("button[value=resume]").click()
     flag = page.locator("#drift-flags .drift-flag")
     expect(flag).to_have_text(re.compile(r"^⚠ coder: significant drift \(\d+\)$"), timeout=30_000)
     expect(coder_item.locator(".drift-meaning")).to_have_text("significant drift")
     # (Not the tactic's text here: the running coder may map a tactic of its own at
     # any turn. The page as it loads, below, shows the state the test sets.)
+    # (The first pause's flash is still on this page: wait for the team to be paused,
+    # not for that flash, or the next navigation cuts this pause off in flight.)
+    expect(page.locator("button[value=pause]")).to_be_enabled()
     page.locator("button[value=pause]").dispatch_event("click")
+    deadline = time.monotonic() + 10
+    while Team.objects.get(pk=team.pk).status != "paused":
+        assert time.monotonic() < deadline, "the team is not paused 10 s after the click"
+        time.sleep(0.1)
     expect(page.locator(".flash")).to_contain_text("Team 'demo' paused.")
 
     # ... and on the pages as they load (once the turn running at the pause is over,

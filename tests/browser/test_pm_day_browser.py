@@ -1,6 +1,6 @@
 """The PM's day in a real browser: a live view that follows and can be left, times
 and per-turn figures, cost against its budget, posting in place, limits on what is
-pasted, a live team list, and a finished team that runs again.
+pasted, a live team list, and a finished team that shows its outcome and runs again.
 
 Each test saves screenshots to test-output/screenshots/ (the README's and docs/'s
 come from there)."""
@@ -151,7 +151,7 @@ def test_team_list_is_live(start_site, browser, pm_user):
     assert listing.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
-def test_a_done_team_refuses_posts_and_runs_again(start_site, browser, pm_user):
+def test_a_done_team_shows_its_outcome_and_runs_again(start_site, browser, pm_user):
     call_command("loom_demo")
     team = Team.objects.get(slug="demo")
     services.anchor_save(team=team, key="output-format", value="HTML only.", changed_by="pm")
@@ -161,20 +161,20 @@ def test_a_done_team_refuses_posts_and_runs_again(start_site, browser, pm_user):
     log_in(page, site, next_url="/teams/demo/")
     expect(page.locator("#team-status")).to_have_text("Done")
 
-    # Posting to it is refused in place, saying how to go on; nothing is stored.
-    page.fill("#post-content", "Anyone there?")
-    page.click("#post-form button")
-    status = page.locator("#post-status")
-    expect(status).to_contain_text("Team 'demo' is done: nobody will read this.")
-    expect(status).to_contain_text("Run it again to go on")
-    expect(page.locator("#post-content")).to_have_value("Anyone there?")
-    page.locator("#post-form").scroll_into_view_if_needed()
-    page.screenshot(path=SCREENSHOTS / "done-team-post-refused.png")
+    # A clear end: the outcome and "Run again" where the post box was; no post box.
+    expect(page.locator("#post-form")).to_be_hidden()
+    expect(page.locator("#team-outcome")).to_contain_text(
+        f"Finished after {len(team.phases)} phases ({', '.join(team.phases)}), 42 turns, "
+        "$0.0000, 0 files"
+    )
+    expect(page.locator("#team-outcome")).to_contain_text("run it again to go on")
+    expect(page.locator("#end-run-again")).to_be_visible()
+    page.locator("#team-end").scroll_into_view_if_needed()
+    page.screenshot(path=SCREENSHOTS / "done-team-end.png")
     assert not Message.objects.filter(kind="pm").exists()
 
     # "Run again" makes a fresh idle copy and opens it, ready to start.
-    page.evaluate("window.scrollTo(0, 0)")
-    page.click("#run-again")
+    page.click("#end-run-again")
     page.wait_for_url(f"{site.url}/teams/demo-2/")
     expect(page.locator(".flash")).to_contain_text(
         "Made team 'demo-2' from 'demo': 4 agents, 1 anchor"

@@ -144,7 +144,7 @@ class TestDatabaseUrl:
         assert (db["NAME"], db["USER"], db["PASSWORD"]) == ("loomdb", "loom", "s@cret")
         assert (db["HOST"], db["PORT"]) == ("db.example", "6543")
         assert db["OPTIONS"] == {"sslmode": "require"}
-        assert (db["CONN_MAX_AGE"], db["CONN_HEALTH_CHECKS"]) == (0, True)
+        assert (db["CONN_MAX_AGE"], db["CONN_HEALTH_CHECKS"]) == (600, True)
 
     def test_postgres_without_options_or_port(self, load):
         db = load(LOOM_DATABASE_URL="postgresql://db.example/loomdb").database
@@ -264,6 +264,14 @@ class TestScalars:
     @pytest.mark.parametrize("value", ["ftp://x", "not a url", "http://", "http://h:port"])
     def test_bad_anthropic_base_url(self, load, value):
         assert _error(load, ANTHROPIC_BASE_URL=value).startswith(f"ANTHROPIC_BASE_URL={value!r}")
+
+    def test_outbound_allow_private_and_webhook_concurrency(self, load):
+        loom = load()
+        assert (loom.outbound_allow_private, loom.webhook_concurrency) == (False, 4)
+        loom = load(LOOM_OUTBOUND_ALLOW_PRIVATE="1", LOOM_WEBHOOK_CONCURRENCY="8")
+        assert (loom.outbound_allow_private, loom.webhook_concurrency) == (True, 8)
+        assert "is not a boolean" in _error(load, LOOM_OUTBOUND_ALLOW_PRIVATE="maybe")
+        assert "must be at most 32" in _error(load, LOOM_WEBHOOK_CONCURRENCY="33")
 
     @pytest.mark.parametrize("value, seconds", [("0", 0.0), ("0.25", 0.25), ("60", 60.0)])
     def test_offline_delay(self, load, value, seconds):

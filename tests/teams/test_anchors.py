@@ -5,7 +5,7 @@ characters, the PM's the human limit; each anchor says who pinned it and when.""
 import pytest
 
 from teams import mesh, pm_requests, services
-from teams.errors import InvalidInput
+from teams.errors import InvalidInput, PermissionDenied
 from teams.models import HUMAN_TEXT_LIMIT, Anchor, AnchorRevision
 
 pytestmark = pytest.mark.django_db
@@ -51,9 +51,9 @@ def test_an_agents_value_has_the_teams_limit_and_the_pms_the_human_one(team):
     assert len(pm.value) == HUMAN_TEXT_LIMIT
     with pytest.raises(InvalidInput):
         services.anchor_save(team=team, key="b", value="y" * (HUMAN_TEXT_LIMIT + 1))
-    # An agent replacing the PM's long value is held to its own limit.
-    with pytest.raises(InvalidInput, match="at most 100 characters"):
-        services.anchor_save(team=team, key="b", value="z" * 101, source=Anchor.Source.AGENT)
+    # An agent does not replace the PM's value at all (only a person changes it).
+    with pytest.raises(PermissionDenied, match="pinned by the PM"):
+        services.anchor_save(team=team, key="b", value="z" * 100, source=Anchor.Source.AGENT)
 
 
 def test_a_new_value_takes_its_new_source_and_the_same_value_keeps_the_first(team):

@@ -28,7 +28,9 @@ def hooked(team):
     """Budget warnings and PM requests are queued for the PM's server (no delivery
     runs in these tests: the rows are what the PM's server would be sent)."""
     webhooks.webhook_create(
-        team=team, url="http://127.0.0.1:9/loom", events=["budget.warning", "pm_request.opened"]
+        team=team,
+        url="https://hooks.example.test/loom",
+        events=["budget.warning", "pm_request.opened"],
     )
 
 
@@ -231,3 +233,42 @@ def test_a_budget_changed_in_the_settings_warns_again_at_80_percent(team):
     raised.max_cost_usd, raised.max_turns = Decimal("5.50"), 210
     services.team_update(team=raised, fields=["max_cost_usd", "max_turns"])
     assert budgets.budget_check(fresh(team)) == ["cost", "turns"]  # 82% and 81% of the new caps
+
+
+@pytest.fixture
+def asked(team):
+    """Alpha paused at its cost and turn budgets' requests (made as the loop makes them)."""
+
+    def ask(budget):
+        PMRequest.objects.filter(team=team).delete()
+        return budgets.budget_stop(team=fresh(team), budget=budget)
+
+    return ask
+
+
+@pytest.mark.parametrize("budget", ["cost", "turns"])
+@pytest.mark.parametrize("answer", ["١٥٠", "$١٥٠", "１５０", "-5", "-5.00", "1e3", "٢٠٠.٥"])
+def test_a_new_cap_is_written_in_ascii_digits_and_above_zero(asked, team, pm, budget, answer):
+    """Issue 22: "١٥٠" (Arabic-Indic digits) was read as 150."""
+    request = asked(budget)
+    before = state()
+    with pytest.raises(InvalidInput, match="Answer a budget request with"):
+        pm_requests.pm_request_answer(request_id=request.id, answer=answer, user=pm)
+    assert state() == before
+
+
+def test_the_api_and_the_inbox_refuse_other_digits(asked, team, pm):
+    from tests.helpers import ApiClient
+
+    request = asked("cost")
+    api = ApiClient(client=client_for(pm))
+    refused = api.post(f"/teams/alpha/pm-requests/{request.id}/answer", {"answer": "١٥٠"})
+    assert refused.status_code == 422
+    assert refused.json()["detail"][0]["msg"].startswith("Answer a budget request with")
+    page = client_for(pm).post(f"/pm/{request.id}/answer/", {"answer": "١٥٠"}, follow=True)
+    assert "Answer a budget request with" in page.content.decode()
+    assert PMRequest.objects.get(pk=request.pk).status == PMRequest.Status.OPEN
+    assert fresh(team).max_cost_usd == Decimal("5.00")
+    answered = api.post(f"/teams/alpha/pm-requests/{request.id}/answer", {"answer": "150"})
+    assert answered.status_code == 200
+    assert fresh(team).max_cost_usd == Decimal("150")

@@ -95,3 +95,50 @@ def test_create_api_token_errors(team, capsys):
     make_user("eve", staff=False)
     with pytest.raises(CommandError, match="not active staff"):
         call_command("create_api_token", "--user", "eve")
+
+
+def test_create_api_token_expires_in_and_read_only(team, capsys):
+    """Issue 22: tokens may expire (30m, 12h, 90d) and be read-only."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from teams.models import ApiToken
+    from tests.helpers import ApiClient
+
+    call_command("create_api_token", "alpha", "--expires-in", "90d", "--read-only")
+    out = capsys.readouterr().out
+    key = out.strip().splitlines()[-1]
+    token = ApiToken.objects.get(key_hash=ApiToken.hash_key(key))
+    assert token.read_only
+    left = token.expires_at - timezone.now()
+    assert timedelta(days=89, hours=23) < left <= timedelta(days=90)
+    assert "read-only (no writes, no tool calls), expiring at " in out
+    reader = ApiClient(key)
+    assert reader.get("/teams/alpha").status_code == 200
+    refused = reader.post("/teams/alpha/messages", {"content": "Hi."})
+    assert refused.status_code == 403 and "read-only" in refused.json()["detail"]
+
+    for lifetime, hours in (("30m", 0.5), ("12h", 12), (" 2D ", 48)):
+        call_command("create_api_token", "alpha", "--expires-in", lifetime)
+        key = capsys.readouterr().out.strip().splitlines()[-1]
+        token = ApiToken.objects.get(key_hash=ApiToken.hash_key(key))
+        assert not token.read_only
+        left = (token.expires_at - timezone.now()).total_seconds() / 3600
+        assert hours - 0.05 < left <= hours
+
+
+def test_create_api_token_refuses_a_bad_lifetime_and_makes_nothing(team):
+    from teams.models import ApiToken
+
+    for lifetime, message in (
+        ("90", "a number and a unit: 30m, 12h or 90d"),
+        ("1w", "a number and a unit"),
+        ("-5d", "a number and a unit"),
+        ("1.5h", "a number and a unit"),
+        ("0m", "from 1m to 3650d"),
+        ("9999999d", "from 1m to 3650d"),
+    ):
+        with pytest.raises(CommandError, match=message):
+            call_command("create_api_token", "alpha", f"--expires-in={lifetime}")
+    assert not ApiToken.objects.exists()

@@ -31,7 +31,8 @@ def make_world():
     request = pm_requests.pm_request_open(team=team, agent=coach, question="HTML or PDF?")
     query = questions.ask(team=team, origin=coach, question="Which parser?", target="coder")
     pm = make_user("alice", manages=[team])
-    return team, pm, {"message": message, "turn": turn, "request": request, "query": query}
+    rows = {"message": message, "turn": turn, "request": request, "query": query}
+    return team, pm, {**rows, **panel_rows(team)}
 
 
 def sample(event_type: type[events.Event], team, rows) -> events.Event:
@@ -59,10 +60,64 @@ def sample(event_type: type[events.Event], team, rows) -> events.Event:
         events.BudgetWarning: lambda: events.BudgetWarning(
             team=team.slug, team_id=team.id, budget="turns", used=160, limit=200, percent=80.0
         ),
+        **panel_samples(rows),
+        events.NextSpeakerChosen: lambda: events.NextSpeakerChosen(agent="coder", by="pm"),
+        events.AgentNudged: lambda: events.AgentNudged(agent="coder", by="pm"),
+        events.SeatTaken: lambda: events.SeatTaken(agent="coder", by="pm", turn_id=turn.id),
+        events.DriftAlert: lambda: events.DriftAlert(
+            team=team.slug,
+            team_id=team.id,
+            agent="coder",
+            score=25,
+            scores=[30, 25],
+            text="coder is in significant drift.",
+        ),
     }
     # A new event must get a sample here, so this test covers it.
     assert set(values) == set(events.DECLARED.values()), "give the new event a sample"
     return values[event_type]()
+
+
+def panel_rows(team) -> dict:
+    """The rows the live view's panel events describe (tests/teams/test_panel_events.py
+    covers when each is published)."""
+    from teams.models import WorkspaceFile
+    from tests.helpers import make_consultation
+
+    coach = team.agents.get(name="coach")
+    consultation = make_consultation(coach, prompt="Is the plan sound?")
+    return {
+        "anchor": services.anchor_save(team=team, key="db", value="PostgreSQL"),
+        "keeper": team.keepers.create(agent=coach, topic="early talk"),
+        "batch": {
+            "batch": consultation.batch,
+            "agent": "coach",
+            "turn": None,
+            "prompt": "Is the plan sound?",
+            "consultations": [consultation],
+        },
+        "file": WorkspaceFile.objects.create(team=team, path="notes.md", size=5, agent=coach),
+        "coach": coach,
+    }
+
+
+def panel_samples(rows) -> dict:
+    from teams.event_payloads import AnchorOut, ConsultationBatchOut, KeeperOut, WorkspaceFileOut
+
+    return {
+        events.ConsultationClosed: lambda: events.ConsultationClosed(
+            batch=ConsultationBatchOut.of(rows["batch"])
+        ),
+        events.FileWritten: lambda: events.FileWritten(
+            file=WorkspaceFileOut.of(rows["file"]), files=1
+        ),
+        events.AnchorSaved: lambda: events.AnchorSaved(
+            anchor=AnchorOut.of(rows["anchor"]), anchors=1
+        ),
+        events.AnchorDeleted: lambda: events.AnchorDeleted(key="db", anchors=0),
+        events.KeeperCreated: lambda: events.KeeperCreated(keeper=KeeperOut.of(rows["keeper"], 3)),
+        events.AgentIntentChanged: lambda: events.AgentIntentChanged.of(rows["coach"]),
+    }
 
 
 async def test_every_declared_event_reaches_its_audience_and_no_socket_closes():
@@ -87,6 +142,10 @@ async def test_every_declared_event_reaches_its_audience_and_no_socket_closes():
         ):
             if event_type.audience & audience:
                 received = await communicator.receive_json_from(timeout=5)
+                # A team event that has a row behind it is numbered in the team's sequence.
+                numbered = bool(event_type.audience & Audience.TEAM) and not event.transient
+                assert ("seq" in received) == numbered, event_type.name
+                received.pop("seq", None)
                 assert received == event.wire(), event_type.name
             else:
                 assert await communicator.receive_nothing(timeout=0.05), event_type.name

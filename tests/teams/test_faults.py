@@ -27,8 +27,8 @@ from django.db import connection
 from django.utils import timezone
 
 from loomsite.env import parse_redis_url
-from teams import team_actions
-from teams.models import Message, Team, Turn, TurnStep
+from teams import pm_requests, team_actions
+from teams.models import Message, PMRequest, Team, Turn, TurnStep
 from tests.fakes.messages_api import (
     Failure,
     FakeMessagesAPI,
@@ -279,6 +279,35 @@ def test_a_worker_killed_during_a_model_call(site, api):
 @needs_services
 def test_a_worker_killed_between_a_tool_step_and_the_turn_end(site, api):
     kill_mid_turn(site, api, "killed-tool", "after_tool")
+
+
+@needs_services
+def test_every_worker_killed_while_the_team_waits_for_approval(site, api):
+    """The wait holds no worker: with every worker killed and started again, the PM's
+    answer resumes the turn at its call, which runs once, and the model is not asked
+    again for that step."""
+    team = fault_team("approval-wait")
+    Team.objects.filter(pk=team.pk).update(tool_approvals={"peer_message": "ask"})
+    team_actions.team_start(team=team)
+    request = wait_for(
+        lambda: PMRequest.objects.filter(team=team, status="open").first(),
+        30,
+        "the approval request",
+        site,
+    )
+    turn = Turn.objects.get(pk=request.turn_id)
+    assert turn.status == Turn.Status.WAITING
+    for process in site.processes:
+        if process.name.startswith("worker-"):
+            site.kill(process.name)
+            process.start()
+    site.wait_healthy(60)
+    pm_requests.pm_request_answer(request_id=request.id, answer="Always approve")
+    wait_for(lambda: settled(team), RECOVERY_SECONDS, "the team to finish its turns", site)
+    assert_nothing_lost(team)
+    # The step that asked, then the one reading the tool's result: no second ask.
+    assert TurnStep.objects.filter(turn=turn, kind=TurnStep.Kind.MODEL).count() == 2
+    assert PMRequest.objects.filter(team=team, kind=PMRequest.Kind.APPROVAL).count() == 1
 
 
 @needs_services

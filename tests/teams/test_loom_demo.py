@@ -59,7 +59,13 @@ def test_loom_demo_makes_the_pm_group_with_exactly_its_permissions(db, monkeypat
     assert codenames == set(PM_PERMISSIONS)
     assert {"view_team", "change_team", "change_pmrequest", "view_apitoken"} <= codenames
     # Their teams' tokens: made (shown once) and revoked; their teams' webhooks made and
-    # deleted; nothing else added or deleted.
+    # deleted; their teams' MCP servers (HTTP ones) added and deleted; nothing else.
     added_or_deleted = {c for c in codenames if c.startswith(("add_", "delete_"))}
-    assert added_or_deleted == {"add_apitoken", "add_webhook", "delete_webhook"}
+    assert added_or_deleted == {
+        "add_apitoken",
+        "add_webhook",
+        "delete_webhook",
+        "add_mcpserver",
+        "delete_mcpserver",
+    }
     assert "change_apitoken" in codenames and "view_consultantprofile" not in codenames

@@ -14,7 +14,7 @@ def test_team_create_with_agents_in_rotation_order(team):
 
 
 def test_team_slug_unique(team):
-    with pytest.raises(Conflict, match="already exists"):
+    with pytest.raises(Conflict, match="is not available"):
         services.team_create(slug="alpha")
     assert Team.objects.count() == 1
 
@@ -114,6 +114,9 @@ def test_text_postgresql_cannot_store_is_refused_everywhere(team, agents):
     with pytest.raises(InvalidInput, match="question may not contain NUL"):
         pm_requests.pm_request_open(team=team, question="Why\x00?", agent=agents["coach"])
     assert not PMRequest.objects.exists()
+    with pytest.raises(InvalidInput, match="role_prompt may not contain NUL"):
+        services.agent_create(team=team, name="tess", role="tester", role_prompt="\x00\x0b")
+    assert not team.agents.filter(name="tess").exists()
 
 
 def test_api_token_hashed_at_rest(team, agents, superuser, outsider):

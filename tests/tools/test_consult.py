@@ -21,7 +21,8 @@ from tests.tools import test_workspace
 from tests.tools.test_workspace import CANARY, HOSTILE_PATHS
 from tools import registry
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# The fake vendor APIs listen on loopback: the outbound guard is told to allow it.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_allowed")]
 
 
 def peer_output(**changes) -> dict:

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from teams import keepers, services
+from teams import keepers, questions, services
 from teams.engine import prompts
 from teams.models import Message, Query
 from tools import registry
@@ -28,7 +28,7 @@ class TestAsk:
             f"Question sent to coder. Query ID: {key}. The answer will be "
             "delivered to you when available."
         )
-        (message,) = Message.objects.filter(kind="query")
+        (message,) = questions.delivered(Message.objects.filter(kind="query"))
         assert message.recipient == agents["coder"]
         assert message.content.startswith(f"[Query from researcher | ID: {key}]\nWhich parser?")
         # The recipient's prompt says how to reply.
@@ -67,7 +67,7 @@ class TestAsk:
             question="What about the parser?",
             target="reviewer",
         )
-        message = Message.objects.get(kind="query")
+        (message,) = questions.delivered([Message.objects.get(kind="query")])
         keeper = keepers.Keeper.objects.get()
         assert (
             "\n\nRelevant context from keepers (added by Loom, may be incomplete):\n"
@@ -113,7 +113,9 @@ class TestAnswer:
             == "Query q-000000000000 not found (may have expired)."
         )
 
-    def test_second_answer_is_refused(self, ctx_for, asked):
+    def test_second_answer_is_refused(self, ctx_for):
+        # A question for everyone: any recipient may answer it, the first one wins.
+        asked = query_id(run(ctx_for("researcher"), "peer_ask_question", question="Auth?"))
         run(ctx_for("coder"), "peer_answer_question", query_id=asked, answer="First.")
         assert (
             run(ctx_for("reviewer"), "peer_answer_question", query_id=asked, answer="Second.")
@@ -148,6 +150,7 @@ class TestForward:
             enrichment="See auth.py.",
         ) == ("Question forwarded to reviewer with enrichment.")
         forwarded = Message.objects.filter(kind="query", recipient=agents["reviewer"]).get()
+        (forwarded,) = questions.delivered([forwarded])
         # The original asker, not the forwarder; the chain says who passed it on.
         assert forwarded.content.startswith(f"[Query from researcher | ID: {asked}]")
         assert "Relevant context:\ncoder, forwarding it to reviewer: See auth.py." in (

@@ -91,3 +91,17 @@ def test_peer_tools(ctx, agents):
         "- reviewer (reviewer)"
     )
     assert "Unknown role" in registry.execute("peer_discovery", {"role": "x"}, ctx).text
+
+
+def test_a_text_over_its_cap_is_a_friendly_error_and_nothing_is_stored(ctx_for):
+    from teams.models import HUMAN_TEXT_LIMIT, Message, Query
+
+    over = "x" * (HUMAN_TEXT_LIMIT + 1)
+    result = registry.execute("peer_ask_question", {"question": over}, ctx_for("coder"))
+    assert result.is_error
+    assert result.text == "Error: question is 20,001 characters; the limit is 20,000."
+    assert not Query.objects.exists() and not Message.objects.filter(kind="query").exists()
+    many = registry.execute(
+        "ask_multi", {"prompt": "?", "relevant_files": ["a"] * 11}, ctx_for("coder")
+    )
+    assert many.text == "Error: relevant_files has 11 items; the limit is 10."

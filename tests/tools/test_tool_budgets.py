@@ -17,7 +17,8 @@ from tests.tools.test_consult import anthropic_fake, by_lens, enabled, keys, ope
 from tests.tools.test_consult import peer_output as peer_output_data
 from tools import registry
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# The fake vendor APIs listen on loopback: the outbound guard is told to allow it.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_allowed")]
 __all__ = ["anthropic_fake", "keys", "openai_fake"]  # fixtures, used by name
 
 

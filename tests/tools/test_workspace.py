@@ -157,9 +157,13 @@ def test_hostile_paths_are_refused_by_every_file_tool(
     before = tree(data)
     result = registry.execute(tool_name, arguments(tool_name, path), ctx_for("coder"), allowed)
     assert result.is_error, result.text
-    assert result.text.startswith("Error: Path ")
-    assert workspace.shown(path) in result.text  # names the path...
-    assert reason in result.text  # ...and why
+    if len(path) > workspace.MAX_PATH_CHARS:  # over the tool's cap: refused before the service
+        limit = f"the limit is {workspace.MAX_PATH_CHARS}."
+        assert result.text == f"Error: path is {len(path):,} characters; {limit}"
+    else:
+        assert result.text.startswith("Error: Path ")
+        assert workspace.shown(path) in result.text  # names the path...
+        assert reason in result.text  # ...and why
     assert CANARY not in result.text and "pwned" not in result.text
     # Nothing outside was read or changed; nothing was made, inside or out.
     assert canary.read_text() == CANARY
@@ -204,7 +208,7 @@ def run(ctx, name, **arguments) -> str:
 
 def test_the_default_workspace_is_made_private_under_the_data_dir(team, private_data_dir):
     root = workspace.workspace_root(team)
-    assert root == (private_data_dir / "workspaces" / "alpha").resolve()
+    assert root == (private_data_dir / "workspaces" / str(team.folder)).resolve()
     assert root.stat().st_mode & 0o777 == 0o700
     assert (root.parent.stat().st_mode & 0o777) == 0o700
 
@@ -479,9 +483,9 @@ def test_an_oversized_write_is_refused(team, messages_api):
     team_actions.team_start(team=team)
     drain(team, limit=3)
     results = tool_results(api)
+    # Over the cap in characters: refused by the tool's schema (as by the API's).
     assert results["toolu_big"] == (
-        "Error: The content for 'big.txt' is 204,801 bytes; a file may have at most 204,800 "
-        "bytes (200 KB). Split it into smaller files.",
+        "Error: content is 204,801 characters; the limit is 204,800.",
         True,
     )
     assert results["toolu_fits"][0].startswith("Wrote fits.txt (204,800 bytes, new file). 1 of")

@@ -45,27 +45,52 @@ class ConsultantPatch(In):
     enabled: bool = None
 
 
+SUPERUSER_ONLY = "Superusers only (null for anyone else)."
+
+
 class ConsultantOut(BaseModel):
+    """Anyone sees a consultant's name, strengths and whether it can be asked now;
+    how it is reached (provider, model, endpoint, key variable, extra prompt) is a
+    superuser's, as in the admin."""
+
     name: str
-    provider: str
-    model: str
-    base_url: str
-    key_env: str
-    key_status: str = Field(description='"ready", or why it cannot be asked now.')
     strengths: str
-    extra_prompt: str
-    enabled: bool
+    available: bool = Field(description="Enabled, and its key is there: it can be asked now.")
+    provider: str | None = Field(description=SUPERUSER_ONLY)
+    model: str | None = Field(description=SUPERUSER_ONLY)
+    base_url: str | None = Field(description=SUPERUSER_ONLY)
+    key_env: str | None = Field(description=SUPERUSER_ONLY)
+    key_status: str | None = Field(
+        description='"ready", or why it cannot be asked now. ' + SUPERUSER_ONLY
+    )
+    extra_prompt: str | None = Field(description=SUPERUSER_ONLY)
+    enabled: bool | None = Field(description=SUPERUSER_ONLY)
 
     @classmethod
-    def of(cls, profile: ConsultantProfile, problem: str) -> ConsultantOut:
+    def of(cls, profile: ConsultantProfile, problem: str, *, details: bool) -> ConsultantOut:
+        public = {
+            "name": profile.name,
+            "strengths": profile.strengths,
+            "available": profile.enabled and not problem,
+        }
+        if not details:
+            return cls(
+                **public,
+                provider=None,
+                model=None,
+                base_url=None,
+                key_env=None,
+                key_status=None,
+                extra_prompt=None,
+                enabled=None,
+            )
         return cls(
-            name=profile.name,
+            **public,
             provider=profile.provider,
             model=profile.model,
             base_url=profile.base_url,
             key_env=profile.key_env,
             key_status=problem or "ready",
-            strengths=profile.strengths,
             extra_prompt=profile.extra_prompt,
             enabled=profile.enabled,
         )

@@ -35,6 +35,19 @@ class AnswerIn(In):
         max_length=ANCHOR_KEY_MAX,
         description="Also pin the answer as the anchor of this key: in every later prompt.",
     )
+    note: str | None = Field(
+        None,
+        max_length=HUMAN_TEXT_LIMIT,
+        description="Approval requests: a note the agent reads with the call's outcome.",
+    )
+    arguments: dict | None = Field(
+        None,
+        description=(
+            "Approval requests answered 'Approve' or 'Always approve': the call runs with "
+            "these arguments instead (checked against the tool's schema: 422 if they do "
+            "not fit, and nothing runs)."
+        ),
+    )
 
 
 class TurnPage(BaseModel):

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from teams import lifecycle, phase_guide
 from teams.api.schemas.agents import AgentIn, AgentOut
@@ -14,8 +15,10 @@ from teams.api.schemas.common import In
 from teams.models import (
     HUMAN_TEXT_LIMIT,
     MAX_PHASES,
+    PHASE_GUIDE_TEXT_LIMIT,
     PHASE_NAME_MAX,
     PLAN_LIMIT,
+    SHORT_TEXT_LIMIT,
     Team,
     team_slug_validator,
 )
@@ -25,21 +28,56 @@ SLUG_PATTERN = team_slug_validator.regex.pattern
 SLUG_MAX = Team._meta.get_field("slug").max_length
 NAME_MAX = Team._meta.get_field("name").max_length
 PhaseName = Annotated[str, Field(min_length=1, max_length=PHASE_NAME_MAX)]
+ShortText = Annotated[str, Field(max_length=SHORT_TEXT_LIMIT)]
+GuideText = Annotated[str, Field(max_length=PHASE_GUIDE_TEXT_LIMIT)]
 PHASES_HELP = f"Phase names in order, each at most {PHASE_NAME_MAX} characters."
 PLAN_HELP = "Markdown; its '## Plan' section is what agents see when they think back."
 GUIDE_HELP = (
-    "The team's own phase lines, {phase: {\"produce\": text, role: text}}: what a phase "
+    'The team\'s own phase lines, {phase: {"produce": text, role: text}}: what a phase '
     "should produce and each role's part in it; what is missing comes from Loom's defaults."
 )
+APPROVALS_HELP = (
+    'Built-in tools\' approval policies, {"tool_name": "auto" | "ask" | "never"}: ask makes '
+    "a call wait for the PM's approval, never stops offering the tool; auto by default. "
+    "MCP tools have theirs on their server (/mcp-servers)."
+)
 ACCESS_HELP = (
-    "Who may use a tool, {tool: {\"roles\": [...], \"phases\": [...]}} (an empty list: "
+    'Who may use a tool, {tool: {"roles": [...], "phases": [...]}} (an empty list: '
     "all); a tool not listed keeps its default (GET /api/tools)."
 )
 
+# When the team asks the PM for help (teams.stuck); 0 turns a check off.
+EXCHANGES_HELP = (
+    "Stuck: more queries or forwards than this between the same two agents in a phase "
+    "open a stuck request (default 8; 0: never)."
+)
+PASS_ROUNDS_HELP = (
+    "Stuck: this many rounds in a row where everyone passes, the phase still open, open a "
+    "stuck request (default 3; 0: never)."
+)
+PHASE_TURNS_HELP = (
+    "Stuck: a phase that has taken this many turns opens a stuck request (default 60; 0: no limit)."
+)
+
+
+def _ascii_dollars(value):
+    """A budget given as text has ASCII digits and at most one decimal point: "١٥٠"
+    is refused, not read as 150 (a JSON number is ASCII already)."""
+    if isinstance(value, str) and not re.fullmatch(r"[0-9]+(\.[0-9]*)?|\.[0-9]+", value, re.ASCII):
+        raise ValueError("write the budget with the digits 0-9 and at most one decimal point")
+    return value
+
+
+Dollars = Annotated[Decimal, BeforeValidator(_ascii_dollars)]
+
 
 class ToolAccess(BaseModel):
-    roles: list[str] | None = Field(None, description="Roles allowed; empty: every role.")
-    phases: list[str] | None = Field(None, description="Phases allowed; empty: every phase.")
+    roles: list[ShortText] | None = Field(
+        None, max_length=50, description="Roles allowed; empty: every role."
+    )
+    phases: list[Annotated[str, Field(max_length=PHASE_NAME_MAX)]] | None = Field(
+        None, max_length=MAX_PHASES, description="Phases allowed; empty: every phase."
+    )
 
 
 class TeamIn(In):
@@ -56,7 +94,7 @@ class TeamIn(In):
     )
     workspace: str = Field("", max_length=500)
     max_turns: int = Field(200, ge=1, le=1_000_000, description="Turn budget.")
-    max_cost_usd: Decimal = Field(Decimal("5"), ge=0, max_digits=10, decimal_places=4)
+    max_cost_usd: Dollars = Field(Decimal("5"), ge=0, max_digits=10, decimal_places=4)
     agents: list[AgentIn] = Field([], max_length=50)
 
 
@@ -72,16 +110,26 @@ class TeamPatch(In):
     )
     workspace: str = Field(None, max_length=500)
     max_turns: int = Field(None, ge=1, le=1_000_000)
-    max_cost_usd: Decimal = Field(None, ge=0, max_digits=10, decimal_places=4)
-    phase_guide: dict[str, dict[str, str]] = Field(None, description=GUIDE_HELP)
-    tool_access: dict[str, ToolAccess] = Field(None, description=ACCESS_HELP)
+    max_cost_usd: Dollars = Field(None, ge=0, max_digits=10, decimal_places=4)
+    phase_guide: dict[PhaseName, dict[ShortText, GuideText]] = Field(
+        None, max_length=MAX_PHASES, description=GUIDE_HELP
+    )
+    tool_access: dict[ShortText, ToolAccess] = Field(
+        None, max_length=SHORT_TEXT_LIMIT, description=ACCESS_HELP
+    )
+    tool_approvals: dict[ShortText, Literal["auto", "ask", "never"]] = Field(
+        None, max_length=SHORT_TEXT_LIMIT, description=APPROVALS_HELP
+    )
     max_anchors: int = Field(None, ge=0, le=1000, description="Most anchors the team may have.")
     anchor_value_limit: int = Field(
         None, ge=1, le=HUMAN_TEXT_LIMIT, description="Most characters of an agent-saved anchor."
     )
-    consultants: list[str] = Field(
+    consultants: list[ShortText] = Field(
         None, max_length=100, description="Names of the consultant profiles its agents may ask."
     )
+    max_exchanges: int = Field(None, ge=0, le=10_000, description=EXCHANGES_HELP)
+    max_pass_rounds: int = Field(None, ge=0, le=1000, description=PASS_ROUNDS_HELP)
+    max_phase_turns: int = Field(None, ge=0, le=1_000_000, description=PHASE_TURNS_HELP)
 
 
 class TeamCloneIn(In):
@@ -116,9 +164,16 @@ class TeamOut(BaseModel):
         description="Every phase's lines as the agents read them (the team's, else Loom's)."
     )
     tool_access: dict = Field(description=ACCESS_HELP)
+    tool_approvals: dict = Field(description=APPROVALS_HELP)
     max_anchors: int
     anchor_value_limit: int
     consultants: list[str] = Field(description="The consultant profiles its agents may ask.")
+    max_exchanges: int = Field(description=EXCHANGES_HELP)
+    max_pass_rounds: int = Field(description=PASS_ROUNDS_HELP)
+    max_phase_turns: int = Field(description=PHASE_TURNS_HELP)
+    next_speaker: str | None = Field(
+        None, description="The agent the PM chose to speak next, until its turn is queued."
+    )
     agents: list[AgentOut]
     created_at: datetime
     updated_at: datetime
@@ -143,9 +198,14 @@ class TeamOut(BaseModel):
             phase_guide=team.phase_guide,
             effective_phase_guide=phase_guide.effective_guide(team),
             tool_access=team.tool_access,
+            tool_approvals=team.tool_approvals,
             max_anchors=team.max_anchors,
             anchor_value_limit=team.anchor_value_limit,
             consultants=sorted(p.name for p in team.consultants.all()),
+            max_exchanges=team.max_exchanges,
+            max_pass_rounds=team.max_pass_rounds,
+            max_phase_turns=team.max_phase_turns,
+            next_speaker=team.next_speaker.name if team.next_speaker_id else None,
             agents=[AgentOut.model_validate(a) for a in team.agents.all()],
             created_at=team.created_at,
             updated_at=team.updated_at,

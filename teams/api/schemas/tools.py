@@ -16,6 +16,13 @@ class ToolOut(BaseModel):
     phase_rule: str = Field(
         "", description="Its default phases in words, when a rule decides them (no team given)."
     )
+    approval: str = Field(
+        "auto",
+        description=(
+            "Of the team asked about: auto (runs), ask (waits for the PM's approval) or never "
+            "(not offered). MCP tools (`<server>__<tool>`) are listed with a team only."
+        ),
+    )
 
 
 class TurnEndOut(BaseModel):

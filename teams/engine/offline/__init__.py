@@ -24,9 +24,9 @@ system prompt, the tools offered), so the same request always gets the same repl
   context to a keeper, and on its next turn recalls it (smart retrieval: the keeper's
   question comes back here under SMART_SYSTEM and gets the excerpts that share most
   words with it).
-- The mesh: each agent declares its intent when it first speaks in
-  a phase and maps its tactic every few turns; the coach pins the PM's latest word as an
-  anchor and checks its drift before completing a phase.
+- The mesh: each agent declares its intent (trajectory, tactic and action) when it
+  first speaks in a phase and maps its tactic again every few turns; the coach pins
+  the PM's latest word as an anchor and checks its drift before completing a phase.
 - The workspace and the consultants: in the implementation phase the coder writes one
   small file (OFFLINE_FILE) and says so, and the reviewer, on a later turn, reads the
   file the coder said it wrote and says so; in the team's second phase the coach asks

@@ -58,6 +58,15 @@ TACTICS = {
     "tester": "List the cases an end-to-end test of {subject} must cover.",
 }
 DEFAULT_TACTIC = "Keep my contributions to {subject} small and testable."
+# The step an agent is on when it declares its intent at the start of a phase.
+ACTIONS = {
+    "coach": "Open {phase} and hear each agent once.",
+    "researcher": "Name the first fact about {subject} the team needs in {phase}.",
+    "coder": "Propose the first part of {subject} to build in {phase}.",
+    "reviewer": "Read the latest proposal for {subject} and note the risks.",
+    "tester": "Write down the first case a test of {subject} must cover.",
+}
+DEFAULT_ACTION = "Say what I will do first for {subject} in {phase}."
 
 LINES = {
     "coach": [
@@ -98,7 +107,11 @@ ANSWERS = {
 }
 DEFAULT_ANSWER = "For {subject}, I'd start small and test it end to end."
 ENRICHMENT = "I know the plan for {subject}, not its edge cases; {name} reviews those."
-PM_QUESTION = "What should the first version of {subject} include: only the core, or more?"
+# Marked as the offline model's, as its lines are: the PM reads it in the inbox and the
+# conversation's "(Requesting PM input: …)" line.
+PM_QUESTION = (
+    "What should the first version of {subject} include: only the core, or more? (offline model)"
+)
 RECALL_QUESTION = "What did we say earlier about {subject}?"
 OFFLOAD_TOPIC = "early {phase} discussion of {subject}"
 
@@ -141,6 +154,10 @@ def phase_summary(entries: list[tuple[str, str]], pm_said: str, facts: dict) -> 
     return " ".join(parts) + " (offline model)"
 
 
+# The demo MCP server's tool the coder calls once (teams.engine.mcp_demo_server).
+MCP_DEMO_TOOL = "__word_count"
+
+
 def after_tool(rounds, last, facts, inbox, wrote) -> str | None:
     """The line that says what the tool just called did, or None."""
     result = result_of(rounds)
@@ -150,7 +167,11 @@ def after_tool(rounds, last, facts, inbox, wrote) -> str | None:
 
 
 def after_output_tool(result, last, facts, wrote) -> str | None:
-    """After a file or consultation tool."""
+    """After a file, MCP or consultation tool."""
+    if any(name.endswith(MCP_DEMO_TOOL) for name in last):
+        if result.startswith("Error:"):
+            return f"The word count did not run ({result[7:].strip()[:120]}); no matter."
+        return f"The demo MCP server's word count of the outline: {result.strip()[:120]}."
     if FileWrite.name in last:
         if result.startswith("Wrote "):
             return (

@@ -163,7 +163,11 @@ def after_a_tool(r: Reading) -> Move | None:
 def declare(r: Reading) -> Move | None:
     if r.spoken == 0 and r.offered(DeclareIntent):
         trajectory = said.TRAJECTORIES.get(r.role, said.DEFAULT_TRAJECTORY).format(**r.facts)
-        return r.call(DeclareIntent, {"trajectory": trajectory})
+        # The whole hierarchy at once: a new phase cleared the tactic and the action, and
+        # the PM's drift card shows all three levels.
+        tactic = said.TACTICS.get(r.role, said.DEFAULT_TACTIC).format(**r.facts)
+        action = said.ACTIONS.get(r.role, said.DEFAULT_ACTION).format(**r.facts)
+        return r.call(DeclareIntent, {"trajectory": trajectory, "tactic": tactic, "action": action})
     return None
 
 
@@ -190,6 +194,24 @@ def workspace(r: Reading) -> Move | None:
         if f"read {r.wrote['path']}" not in r.transcript:
             return r.call(FileRead, {"path": r.wrote["path"]})
     return None
+
+
+@dataclass(frozen=True)
+class Offered:
+    """A tool known by its offered name only (an MCP server's)."""
+
+    name: str
+
+
+def mcp_demo(r: Reading) -> Move | None:
+    """Once the outline is written, the coder counts its words with the demo MCP
+    server's tool, if the team has it: under `ask`, the PM approves the call."""
+    if r.role != "coder" or not r.wrote or said.MCP_DEMO_TOOL in r.transcript:
+        return None
+    name = next((n for n in sorted(r.tool_names) if n.endswith(said.MCP_DEMO_TOOL)), None)
+    if name is None or name in r.called:
+        return None
+    return r.call(Offered(name), {"text": said.OFFLINE_FILE_TEXT.format(**r.facts)})
 
 
 def inbox(r: Reading) -> Move | None:
@@ -306,6 +328,7 @@ MOVES: list[Callable[[Reading], Move | None]] = [
     declare,
     consult,
     workspace,
+    mcp_demo,
     inbox,
     ask_a_peer,
     keepers,
@@ -317,7 +340,7 @@ MOVES: list[Callable[[Reading], Move | None]] = [
 def next_move(r: Reading) -> Move | None:
     """The first move that applies; None when the turn is over (a tool that ends it)."""
     last = last_calls(r.rounds)
-    if r.rounds and any(tool not in GOES_ON for tool in last):
+    if r.rounds and any(tool not in GOES_ON and "__" not in tool for tool in last):
         return None
     for move in MOVES:
         made = move(r)

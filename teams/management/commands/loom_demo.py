@@ -10,6 +10,7 @@ from django.db import transaction
 
 from teams import services
 from teams.catalog import OFFLINE_MODEL
+from teams.engine import mcp_client, mcp_demo_server
 from teams.models import ConsultantProfile, Team
 from teams.pm_group import PM_GROUP, PM_PERMISSIONS
 
@@ -81,6 +82,20 @@ class Command(BaseCommand):
                 f"The '{PM_GROUP}' group has the {len(PM_PERMISSIONS)} admin permissions a PM "
                 "needs; add staff PMs to it and to their teams' managers."
             )
+            server = mcp_demo_server.register(team)
+        self._list_demo_tools(server)
+
+    def _list_demo_tools(self, server):
+        """The demo MCP server's tools, listed now so the coder is offered them (its
+        word_count call waits for the PM's approval: the first run shows one)."""
+        if server.tools:
+            return
+        server = mcp_client.refresh(server)
+        if server.error:
+            self.stderr.write(f"The demo MCP server did not list its tools: {server.error}")
+        else:
+            names = ", ".join(t["name"] for t in server.tools)
+            self.stdout.write(f"Registered the demo MCP server '{server.name}' ({names}; ask).")
 
     def _ensure_admin(self, team):
         User = get_user_model()

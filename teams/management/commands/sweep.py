@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
 from teams.engine import deliveries
-from teams.engine.worker import sweep, sweep_seconds
+from teams.engine.worker import start_send_loop, sweep, sweep_seconds
 
 log = logging.getLogger("loom.sweep")
 
@@ -22,6 +22,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, once, **options):
         if not once:
+            start_send_loop()  # wake-ups reuse one loop and its Redis connection
             deliveries.start_thread()
         while True:
             try:

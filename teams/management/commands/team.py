@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 from teams import cloning, pm_requests, requests, selectors, team_actions
 from teams.errors import LoomError
 from teams.lifecycle import PM_ACTIONS, TeamAction
+from teams.management import team_fork, team_mcp
 
 
 class Command(BaseCommand):
@@ -12,13 +13,40 @@ class Command(BaseCommand):
         "Operate a team from the shell: start, pause, resume, status, answer SLUG [TEXT]; "
         "clone SLUG [NEW_SLUG] [--name NAME] runs a team again as a fresh idle copy; "
         "prompt SLUG AGENT [--turn N] [--call K] [--text] prints exactly what the model "
-        "received on that turn (JSON, or readable text with --text)."
+        "received on that turn (JSON, or readable text with --text). "
+        "fork SLUG (--at-message ID | --at-turn ID) [--slug NEW] makes an idle team holding "
+        "SLUG's state as of then; replay SLUG [--slug NEW] [--until-turn N] runs SLUG's "
+        "recorded run again with no model call and reports where it diverges. "
+        "MCP servers: team mcp list|add|remove|refresh SLUG ... (team mcp --help)."
     )
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        """`team mcp ...` has a parser of its own (teams.management.team_mcp)."""
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        mcp_parser, parse_all = team_mcp.parser(self), parser.parse_args
+
+        def parse_args(args=None, namespace=None):
+            if args and args[0] == "mcp":
+                return team_mcp.parse(mcp_parser, args[1:], namespace)
+            return parse_all(args, namespace)
+
+        parser.parse_args = parse_args
+        return parser
 
     def add_arguments(self, parser):
         parser.add_argument(
             "action",
-            choices=["start", "pause", "resume", "status", "answer", "clone", "prompt"],
+            choices=[
+                "start",
+                "pause",
+                "resume",
+                "status",
+                "answer",
+                "clone",
+                "prompt",
+                "fork",
+                "replay",
+            ],
         )
         parser.add_argument("slug")
         parser.add_argument(
@@ -43,6 +71,7 @@ class Command(BaseCommand):
             default=None,
             help="For `prompt`: which model call of the turn, from 1 (default: the last).",
         )
+        team_fork.add_arguments(parser)
         parser.add_argument(
             "--text",
             action="store_true",
@@ -51,10 +80,23 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, action, slug, text, name=None, **options):
+        if action == "mcp":
+            try:
+                team_mcp.run(self.stdout, {"slug": slug, **options})
+            except LoomError as exc:
+                raise CommandError(exc.message) from exc
+            return
         try:
             team = selectors.team_get(slug=slug)
             if action == "prompt":
                 self.prompt(team, text.strip(), options)
+                return
+            if action == "fork":
+                team_fork.fork(self.stdout, team, options)
+                return
+            if action == "replay":
+                if team_fork.run_replay(self.stdout, team, options):
+                    raise CommandError("The replay diverged (see the report above).")
                 return
             if action == "clone":
                 new_slug = text.strip() or cloning.next_free_slug(team.slug)
@@ -112,6 +154,12 @@ class Command(BaseCommand):
             f"{totals['output_tokens']:,} out",
             f"cost:   ${totals['cost_usd']:.4f}",
         ]
+        if team.forked_from_id:
+            lines.append(
+                f"forked: from {team.forked_from.slug} at {team.forked_at}; "
+                f"{team.copied_turns} turns and ${team.copied_spent_usd:.4f} copied "
+                f"(counted above), ${team.spent_usd:.4f} its own"
+            )
         request = selectors.team_open_pm_request(team=team)
         if request is not None:
             who = request.agent.name if request.agent_id else "an agent"

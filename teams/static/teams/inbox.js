@@ -28,6 +28,42 @@
     form.action = cfg.answer_url.replace("/0/", `/${r.id}/`);
     const csrf = el("input");
     csrf.type = "hidden"; csrf.name = "csrfmiddlewaretoken"; csrf.value = cfg.csrf;
+    if (r.kind === "approval") {  // Approve / Always approve / Deny, a note, edited arguments
+      form.className = "approval";
+      const note = el("label", "note", `Note for ${r.agent || "the agent"} `);
+      const noteInput = el("input");
+      noteInput.name = "note"; noteInput.maxLength = 20000;
+      noteInput.placeholder = "optional, e.g. why you deny it";
+      note.append(noteInput);
+      const edit = el("details");
+      const args = el("textarea");
+      args.name = "arguments"; args.rows = 6; args.spellcheck = false;
+      args.value = r.arguments ? JSON.stringify(r.arguments, null, 2) : "";
+      edit.append(el("summary", "", "Approve with edited arguments"), args);
+      form.append(csrf, note, edit);
+      (r.choices || []).forEach((choice) => {
+        const button = el("button", "", choice);
+        button.name = "answer"; button.value = choice;
+        form.append(button, document.createTextNode(" "));
+      });
+      li.append(meta, el("p", "question", r.question), form);
+      inbox.prepend(li);
+      refreshEmpty();
+      return;
+    }
+    if (r.kind === "stuck") {  // Close the phase / Let them go on / Pause
+      form.className = "budget-choices";
+      form.append(csrf);
+      (r.choices || []).forEach((choice) => {
+        const button = el("button", "", choice);
+        button.name = "answer"; button.value = choice;
+        form.append(button, document.createTextNode(" "));
+      });
+      li.append(meta, el("p", "question", r.question), form);
+      inbox.prepend(li);
+      refreshEmpty();
+      return;
+    }
     if (r.kind === "budget") {  // quick choices, or a new budget
       const choices = el("form", "budget-choices");
       choices.method = "post"; choices.action = form.action;
@@ -90,8 +126,19 @@
     list.append(li);
   }
 
+  // An agent in significant drift two turns running (teams.drift_alerts).
+  function driftAlert(a) {
+    const li = el("li", "drift-alert");
+    li.dataset.team = a.team;
+    const link = el("a", "", a.team);
+    link.href = cfg.team_url.replace("SLUG", encodeURIComponent(a.team));
+    li.append(link, document.createTextNode(`: ⚠ ${a.text}`));
+    document.getElementById("drift-alerts").append(li);
+  }
+
   window.loomLive(() => cfg.ws, {
     "budget.warning": warn,
+    "drift.alert": driftAlert,
     "pm_request.opened": (e) => add(e.request),
     "pm_request.answered": (e) => remove(e.request),
     "pm_request.open_list": (e) => settle(e.requests),

@@ -86,7 +86,8 @@
   }
 
   function addMessage(m) {
-    if (m.recipient) return; // private inbox traffic stays out of the team view
+    // Private inbox traffic stays out of the team view; the PM's nudges are shown.
+    if (m.recipient && m.kind !== "nudge") return;
     if (conversation.querySelector(`li[data-id="${m.id}"]`)) return;
     const empty = $("no-messages");
     if (empty) empty.remove();
@@ -94,7 +95,11 @@
     const li = el("li", `msg kind-${m.kind}`);
     li.dataset.id = m.id;
     if (m.turn_id) li.dataset.turn = m.turn_id;
-    li.append(el("span", "speaker", m.speaker), el("span", "phase", m.phase),
+    const speaker = el("span", "speaker", m.speaker);
+    if (m.kind === "nudge") {
+      speaker.append(` → ${m.recipient} `, el("small", "", `(nudge, only ${m.recipient} reads it)`));
+    }
+    li.append(speaker, el("span", "phase", m.phase),
               timeEl(m.created_at), el("div", "content", m.content));
     // Keep id order: catch-up after a reconnect may deliver older messages late.
     const last = conversation.querySelector("li[data-id]:last-child");
@@ -171,7 +176,7 @@
     });
   }
 
-  // Catch-up on connect is bounded: say how many earlier messages are missing.
+  // Catch-up is bounded: say how many earlier updates (events) are missing.
   function showOmitted(count) {
     let note = $("catch-up-note");
     if (!count) {
@@ -184,13 +189,8 @@
       note.setAttribute("role", "status");
       conversation.before(note);
     }
-    const what = count === 1 ? "1 earlier message was" : `${count} earlier messages were`;
+    const what = count === 1 ? "1 earlier update was" : `${count} earlier updates were`;
     note.textContent = `${what} not sent live; reload the page to see them.`;
-  }
-
-  function lastId() {
-    const ids = [...conversation.querySelectorAll("li[data-id]")].map((li) => Number(li.dataset.id));
-    return ids.length ? Math.max(...ids) : 0;
   }
 
   function showRequest(r) {
@@ -203,11 +203,26 @@
     box.dataset.kind = r.kind || "question";
     $("pm-request-title").textContent = budget
       ? "A budget is reached: the PM decides" : "The coach asks the PM";
+    // An approval request: Approve / Always approve / Deny, a note, edited arguments.
+    const approval = r.kind === "approval";
+    if (approval) $("pm-request-title").textContent = "An agent asks to call a tool";
+    $("pm-text-answer").hidden = approval;
+    $("pm-answer-form").querySelector("textarea[name=answer]").required = !approval;
+    $("pm-approval").hidden = !approval;
+    $("pm-arguments").value = approval && r.arguments ? JSON.stringify(r.arguments, null, 2) : "";
     const choices = $("pm-budget-choices");
     choices.hidden = !budget;
     choices.querySelectorAll("button[name=answer]").forEach((b, i) => {
       if (budget && r.choices && r.choices[i]) b.value = b.textContent = r.choices[i];
     });
+    // A stuck request (teams.stuck): its three answers, no text.
+    const stuck = r.kind === "stuck";
+    if (stuck) {
+      $("pm-request-title").textContent = "The team asks for help: it seems stuck";
+      $("pm-text-answer").hidden = true;
+      $("pm-answer-form").querySelector("textarea[name=answer]").required = false;
+    }
+    $("pm-stuck-choices").hidden = !stuck;
     box.hidden = false;
   }
 
@@ -346,6 +361,25 @@
     "query.forwarded": (e) => showQuery(e.query),
     "query.answered": (e) => showQuery(e.query),
     "query.expired": (e) => showQuery(e.query),
+    // Steering (teams.steering): the roster marks the chosen speaker until it speaks.
+    "steer.next_speaker": (e) => markNextSpeaker(e.agent),
+    "drift.alert": (e) => {
+      const li = el("li", "drift-flag drift-alert", `⚠ ${e.text}`);
+      li.dataset.agent = e.agent;
+      $("drift-flags").append(li);
+    },
+  };
+
+  function markNextSpeaker(name) {
+    document.querySelectorAll("#roster .next-speaker").forEach((n) => n.remove());
+    const item = name && document.querySelector(`#roster li[data-agent="${CSS.escape(name)}"]`);
+    if (item) item.insertBefore(el("small", "next-speaker", " speaks next"), item.querySelector("form"));
+  }
+  const started = handlers["turn.started"];
+  handlers["turn.started"] = (e) => {
+    const marked = document.querySelector("#roster .next-speaker");
+    if (marked && marked.parentElement.dataset.agent === e.agent) markNextSpeaker(null);
+    started(e);
   };
 
   // --- posting as PM: in place, without a reload ------------------------------------
@@ -403,7 +437,237 @@
   // "Run again" makes a team: a double click must not make two.
   const runAgain = $("run-again");
   if (runAgain) runAgain.form.addEventListener("submit", () => { runAgain.disabled = true; });
+  const endRunAgain = $("end-run-again");
+  if (endRunAgain) {
+    endRunAgain.form.addEventListener("submit", () => { endRunAgain.disabled = true; });
+  }
 
-  // `after` lets the server send what this page missed while not connected.
-  window.loomLive(() => `${cfg.ws}?after=${lastId()}`, handlers);
+  // --- the panels, live: files, anchors, keepers, consultations, intents -----------
+  // Each comes from its own declared event (teams/events.py), sent once the change
+  // is committed; nothing here needs a reload.
+  const plural = (n, word) => `${n.toLocaleString("en")} ${word}${n === 1 ? "" : "s"}`;
+  function emptied(id) { const node = $(id); if (node) node.remove(); }
+  function capped(list, limit) {
+    while (list.children.length > limit) list.lastElementChild.remove();
+  }
+  function showFileCount(n) {
+    $("workspace-link").textContent = `Workspace (${plural(n, "file")})`;
+    $("end-files").textContent = n;
+    $("end-files-s").textContent = n === 1 ? "" : "s";
+  }
+
+  function showFile(e) {
+    const f = e.file, list = $("files");
+    emptied("no-files");
+    let li = list.querySelector(`li[data-path="${CSS.escape(f.path)}"]`);
+    if (li) li.remove();
+    li = el("li", "file");
+    li.dataset.path = f.path;
+    const link = el("a", "file-path", f.path);
+    link.href = `${cfg.file_url}?path=${encodeURIComponent(f.path)}`;
+    const size = f.size === 1 ? "1 byte" : `${f.size.toLocaleString("en")} bytes`;
+    const who = f.agent ? `${f.agent}${f.turn ? `, turn ${f.turn}` : ""}` : "not written by an agent";
+    li.append(link, document.createTextNode(" "), el("small", "file-meta", `${size} · ${who}`));
+    list.prepend(li);
+    capped(list, cfg.recent_files);
+    showFileCount(e.files);
+  }
+
+  function showAnchor(e) {
+    const a = e.anchor, list = $("anchors");
+    emptied("no-anchors");
+    let li = list.querySelector(`li[data-key="${CSS.escape(a.key)}"]`);
+    if (!li) {
+      li = el("li", "anchor");
+      li.dataset.key = a.key;
+      // Keep the keys in order, as the page renders them.
+      const later = [...list.querySelectorAll("li[data-key]")].find((o) => o.dataset.key > a.key);
+      list.insertBefore(li, later || null);
+    }
+    const value = a.value.length > 300 ? a.value.slice(0, 299) + "…" : a.value;
+    li.replaceChildren(el("code", "anchor-key", a.key), document.createTextNode(" "),
+                       el("span", "anchor-value", value), document.createTextNode(" "),
+                       el("small", "anchor-source", a.source));
+    $("anchor-count").textContent = e.anchors;
+  }
+
+  function dropAnchor(e) {
+    const li = $("anchors").querySelector(`li[data-key="${CSS.escape(e.key)}"]`);
+    if (li) li.remove();
+    $("anchor-count").textContent = e.anchors;
+  }
+
+  function showKeeper(e) {
+    const k = e.keeper, list = $("keepers");
+    emptied("no-keepers");
+    if (list.querySelector(`li[data-keeper="${k.id}"]`)) return;
+    const li = el("li", "keeper");
+    li.dataset.keeper = k.id;
+    li.append(el("span", "keeper-agent", k.agent || "(an agent)"),
+              document.createTextNode(`: keeper ${k.id} “`), el("span", "keeper-topic", k.topic),
+              document.createTextNode("”, "), el("span", "keeper-count", k.messages),
+              document.createTextNode(k.messages === 1 ? " message" : " messages"));
+    list.prepend(li);
+    capped(list, cfg.recent_keepers);
+  }
+
+  // One consultant's column, as the page renders it (templates/teams/team_live.html).
+  function consultant(c) {
+    const section = el("section", `consultant status-${c.status}`);
+    section.dataset.consultant = c.consultant;
+    const title = el("h3");
+    title.append(el("span", "consultant-name", c.consultant), document.createTextNode(" "),
+                 el("small", "consultant-model", c.model));
+    const meta = el("p", "consult-meta");
+    meta.append(el("span", "consult-status", c.status_label));
+    if (c.answer && c.confidence !== null) {
+      meta.append(document.createTextNode(" · confidence "),
+                  el("span", "consult-confidence", Number(c.confidence).toFixed(2)));
+    }
+    meta.append(document.createTextNode(" · $"), el("span", "consult-cost", c.cost_usd));
+    if (c.duration_seconds !== null) {
+      meta.append(document.createTextNode(" · "),
+                  el("span", "consult-duration", `${c.duration_seconds.toFixed(1)} s`));
+    }
+    section.append(title, meta);
+    const items = (heading, className, rows, line) => {
+      if (!rows.length) return;
+      const list = el("ul", className);
+      rows.forEach((row) => list.append(line(row)));
+      section.append(el("h4", "", heading), list);
+    };
+    if (c.answer) {
+      section.append(el("div", "consult-answer", c.answer));
+      items("Key points", "consult-points", c.key_points, (p) => el("li", "", p));
+      items("Suggested actions", "consult-actions", c.suggested_actions, (a) => {
+        const li = el("li");
+        li.append(el("span", `priority priority-${a.priority}`, a.priority),
+                  document.createTextNode(` ${a.action}`));
+        if (a.file) li.append(document.createTextNode(" "), el("code", "", a.file));
+        li.append(document.createTextNode(`: ${a.rationale}`));
+        return li;
+      });
+      if (c.file_references.length) {
+        const files = el("p", "consult-files", "Files: ");
+        c.file_references.forEach((r, i) => {
+          files.append(el("code", "", r.lines ? `${r.path}:${r.lines}` : r.path));
+          if (i < c.file_references.length - 1) files.append(document.createTextNode(", "));
+        });
+        section.append(files);
+      }
+    } else if (c.error) {
+      section.append(el("p", "consult-error", c.error));
+    }
+    items("Dropped file references", "consult-dropped", c.dropped, (d) => {
+      const li = el("li");
+      li.append(el("code", "", d.path), document.createTextNode(`: ${d.reason}`));
+      return li;
+    });
+    return section;
+  }
+
+  function showConsultation(e) {
+    const b = e.batch, list = $("consultations");
+    emptied("no-consultations");
+    let li = list.querySelector(`li[data-batch="${CSS.escape(b.batch)}"]`);
+    if (!li) {
+      li = el("li", "consult-batch");
+      li.dataset.batch = b.batch;
+      list.prepend(li);
+    }
+    const ask = el("p", "consult-ask");
+    const prompt = b.prompt.length > 300 ? b.prompt.slice(0, 299) + "…" : b.prompt;
+    ask.append(el("span", "consult-asker", b.agent || "(an agent)"));
+    if (b.turn) ask.append(document.createTextNode(" "), el("small", "", `turn ${b.turn}`));
+    ask.append(document.createTextNode(" asked: "), el("span", "consult-prompt", prompt));
+    const columns = el("div", "consult-columns");
+    b.consultations.forEach((c) => columns.append(consultant(c)));
+    li.replaceChildren(ask, columns);
+    capped(list, cfg.recent_batches);
+  }
+
+  // An agent's hierarchy changed: its drift card's levels and score, at once.
+  function showIntent(e) {
+    const li = driftItem(e.agent);
+    if (!li.querySelector(".drift-head")) { refreshDrift(); return; }
+    [["trajectory", e.trajectory], ["tactic", e.tactic], ["action", e.action]].forEach(
+      ([level, value]) => {
+        const dd = li.querySelector(`dd[data-level="${level}"]`);
+        if (dd) dd.textContent = dd.title = value || cfg.not_set;
+      });
+    setScore(li, e.agent, e.drift_score);
+  }
+
+  // A finished team is a clear end: no post box; its outcome and "Run again" instead.
+  function showEnd(t) {
+    const done = t.status === "done";
+    $("team-end").hidden = !done;
+    postForm.hidden = done;
+    if (!done) return;
+    $("end-phases").textContent = cfg.phases.length;
+    $("end-phases-s").textContent = cfg.phases.length === 1 ? "" : "s";
+    $("end-phase-names").textContent = cfg.phases.join(", ");
+    $("end-turns").textContent = t.turn_count;
+    $("end-turns-s").textContent = t.turn_count === 1 ? "" : "s";
+    if (t.spent_usd !== undefined) $("end-cost").textContent = t.spent_usd;
+  }
+
+  // The PM's answer joins the conversation too: its estimated tokens, as the post box's.
+  const answerText = $("pm-answer-text"), answerEstimate = $("pm-answer-estimate");
+  answerText.addEventListener("input", () => {
+    const chars = answerText.value.length;
+    const tokens = Math.ceil(chars / 4);
+    if (chars > cfg.post_limit) {
+      answerEstimate.textContent = `Too long: ${chars.toLocaleString("en")} characters ` +
+        `(about ${tokens.toLocaleString("en")} tokens); at most ` +
+        `${cfg.post_limit.toLocaleString("en")} characters are accepted.`;
+      answerEstimate.className = "hint post-estimate over";
+    } else if (tokens >= 500) {
+      answerEstimate.textContent = `About ${tokens.toLocaleString("en")} tokens: every later ` +
+        "turn reads this.";
+      answerEstimate.className = "hint post-estimate";
+    }
+    answerEstimate.hidden = tokens < 500 && chars <= cfg.post_limit;
+  });
+
+  handlers["file.written"] = showFile;
+  handlers["anchor.saved"] = showAnchor;
+  handlers["anchor.deleted"] = dropAnchor;
+  handlers["keeper.created"] = showKeeper;
+  handlers["consultation.closed"] = showConsultation;
+  handlers["agent.intent"] = showIntent;
+  const statusHandler = handlers["team.status"];
+  handlers["team.status"] = (e) => { statusHandler(e); showEnd(e); };
+  const turnHandler = handlers["turn.finished"];
+  handlers["turn.finished"] = (e) => { turnHandler(e); showEnd(e.team); };
+
+  // --- in sequence: nothing missed, nothing twice -------------------------------------
+  // Each event of the team carries `seq`, the team's sequence number. The page keeps
+  // the last it applied (at first the one it was rendered at): an event it already
+  // had is dropped; one that skips a number makes it reconnect with `after_seq`, and
+  // the server sends what is missing from the database. (The server fills gaps it
+  // sees itself, so this is the second net.) Catch-up events (`catch_up`) are
+  // trusted: what a bounded catch-up left out, the status counts.
+  let lastSeq = cfg.seq || 0;
+  let live = null;
+  function inSequence(e) {
+    if (typeof e.seq !== "number") {
+      if (typeof e.head === "number") lastSeq = Math.max(lastSeq, e.head);
+      return true;
+    }
+    if (e.seq <= lastSeq) return false;
+    if (e.seq > lastSeq + 1 && !e.catch_up) {
+      if (live) live.reconnect();
+      return false;
+    }
+    lastSeq = e.seq;
+    return true;
+  }
+  // Every event passes through inSequence, a name this page does not show too.
+  const sequenced = new Proxy(handlers, {
+    get: (target, name) => (e) => { if (inSequence(e) && target[name]) target[name](e); },
+  });
+
+  // `after_seq` lets the server send what this page missed while not connected.
+  live = window.loomLive(() => `${cfg.ws}?after_seq=${lastSeq}`, sequenced);
 })();

@@ -17,20 +17,30 @@
   }
 
   // path(): the socket path, asked again on every (re)connect; handlers: event name -> fn.
+  // Returns {reconnect()}: drop this connection and open the next one at once (a page
+  // that sees a gap in the events' numbers catches up that way).
   window.loomLive = function (path, handlers) {
+    let ws = null;
+    let again = false;
     function connect() {
       const scheme = location.protocol === "https:" ? "wss" : "ws";
-      const ws = new WebSocket(`${scheme}://${location.host}${path()}`);
-      ws.onmessage = (message) => {
+      const socket = ws = new WebSocket(`${scheme}://${location.host}${path()}`);
+      socket.onmessage = (message) => {
+        if (socket !== ws) return; // a connection being replaced
         const event = JSON.parse(message.data);
         const handle = handlers[event.event];
         if (handle) handle(event);
       };
-      ws.onopen = () => { document.body.dataset.live = "on"; notice(""); };
-      ws.onclose = (closed) => {
+      socket.onopen = () => { document.body.dataset.live = "on"; notice(""); };
+      socket.onclose = (closed) => {
         if (closed.code in FINAL) {
           document.body.dataset.live = "refused";
           notice(FINAL[closed.code]);
+          return;
+        }
+        if (again) {
+          again = false;
+          connect();
           return;
         }
         if (document.body.dataset.live === "on") notice("Connection lost; reconnecting…");
@@ -39,5 +49,14 @@
       };
     }
     connect();
+    return {
+      reconnect() {
+        if (again || !ws) return;
+        again = true;
+        const old = ws;
+        ws = null;
+        old.close();
+      },
+    };
   };
 })();

@@ -3,8 +3,9 @@ import re
 import pytest
 from django.contrib import admin
 from django.urls import reverse
+from django.utils.timezone import now
 
-from teams import pm_requests, questions, services, webhooks, workspace
+from teams import mcp_servers, pm_requests, questions, services, webhooks, workspace
 from teams.models import (
     ApiToken,
     ConsultantProfile,
@@ -14,6 +15,7 @@ from teams.models import (
     ModelPrice,
     Team,
     TurnStep,
+    WorkerHeartbeat,
     WorkspaceFile,
 )
 from tests.helpers import make_consultation, make_turn
@@ -55,7 +57,17 @@ def one_of_each(team) -> dict:
     (delivery,) = webhooks.webhooks_notify(team=team, event="team.done", payload={"n": 1})
     rows = [team, coach, message, anchor, pm_request, query, turn, step, keeper, entry]
     rows += [profile, consultation, token, anchor.revisions.first(), file, webhook, delivery]
-    rows += [price]
+    mcp = mcp_servers.mcp_server_create(
+        team=team,
+        name=f"docs-{team.slug}",
+        transport="http",
+        url=f"https://mcp.example.test/{team.slug}",
+    )
+    beat, _ = WorkerHeartbeat.objects.get_or_create(
+        worker="host-a:41:n1",
+        defaults={"host": "host-a", "pid": 41, "started_at": now(), "last_seen": now()},
+    )
+    rows += [price, mcp, beat]
     return {type(row): row for row in rows}
 
 
@@ -67,7 +79,7 @@ def populated(team, agents):
 
 def test_every_changelist_and_change_page_renders(admin_client, populated):
     models = [m for m in admin.site._registry if m._meta.app_label == "teams"]
-    assert len(models) == 18
+    assert len(models) == 20
     for model in models:
         opts = model._meta
         changelist = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
@@ -156,6 +168,39 @@ def test_add_api_token_in_admin_shows_key_once_and_never_in_a_cookie(admin_clien
     assert list(response.context["messages"]) == []
     listing = admin_client.get(reverse("admin:teams_apitoken_changelist")).content.decode()
     assert raw_key not in listing and token.prefix in listing  # shown once, only then
+
+
+def test_admin_makes_expiring_read_only_tokens_and_lists_their_use(admin_client, team):
+    """Issue 22: expiry and read-only scope in the admin; the list shows the last use."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    add = reverse("admin:teams_apitoken_add")
+    page = admin_client.post(add, {"team": team.pk, "name": "x", "expires_in": "soon"})
+    assert "a number and a unit: 30m, 12h or 90d" in page.content.decode()
+    assert not ApiToken.objects.exists()
+    page = admin_client.post(
+        add, {"team": team.pk, "name": "reader", "expires_in": "30d", "read_only": "on"}
+    )
+    assert "read-only (no writes, no tool calls); it expires at" in page.content.decode()
+    token = ApiToken.objects.get()
+    assert token.read_only
+    assert timedelta(days=29, hours=23) < token.expires_at - timezone.now() <= timedelta(days=30)
+    token.last_used_at = timezone.now()
+    token.save()
+    listing = admin_client.get(reverse("admin:teams_apitoken_changelist")).content.decode()
+    for column in ("column-last_used_at", "column-expires_at", "column-read_only"):
+        assert column in listing
+    change = admin_client.get(reverse("admin:teams_apitoken_change", args=[token.pk]))
+    assert change.status_code == 200
+    # A made token's scope and expiry are shown, not changed.
+    admin_client.post(
+        reverse("admin:teams_apitoken_change", args=[token.pk]),
+        {"name": "renamed", "read_only": "", "expires_at": ""},
+    )
+    token.refresh_from_db()
+    assert token.name == "renamed" and token.read_only and token.expires_at is not None
 
 
 def test_admin_add_duplicate_agent_is_a_form_error(admin_client, team):
@@ -437,3 +482,230 @@ def test_team_page_shows_the_phase_lines_agents_read(admin_client, team):
     page = admin_client.get(reverse("admin:teams_team_change", args=[team.pk])).content.decode()
     assert "Phase lines as agents read them" in page
     assert "say what is feasible and what would be costly to build" in page
+
+
+def test_an_approval_is_answered_in_the_admin(team, superuser, messages_api):
+    """The PM request page shows the call and takes Deny with a note, or edited
+    arguments (a bad edit is a form error that changes nothing)."""
+    import json as _json
+
+    from teams.models import PMRequest
+    from tests.helpers import PEER_CALL, client_for, stop_at_approval
+
+    stop_at_approval(team, messages_api)
+    request = PMRequest.objects.get(team=team)
+    client = client_for(superuser)
+    url = f"/admin/teams/pmrequest/{request.id}/change/"
+    page = client.get(url).content.decode()
+    assert "peer_message" in page and "Note for the agent" in page
+    assert "&quot;content&quot;: &quot;check my layout&quot;" in page
+    bad = client.post(url, {"answer": "Approve", "note": "", "edited_arguments": '{"to": 1}'})
+    assert bad.status_code == 200 and "do not fit peer_message" in bad.content.decode()
+    request.refresh_from_db()
+    assert request.status == PMRequest.Status.OPEN
+    unchanged = _json.dumps(PEER_CALL, indent=2)  # the box as the page filled it
+    client.post(url, {"answer": "Deny", "note": "Not yet.", "edited_arguments": unchanged})
+    request.refresh_from_db()
+    assert (request.status, request.answer, request.note) == ("answered", "Deny", "Not yet.")
+
+
+@pytest.mark.parametrize("figure", ["-5", "١٥٠", "１５０", "1e3", "0", "5,00"])
+def test_an_agents_budget_is_ascii_dollars_above_zero(admin_client, team, agents, figure):
+    """Issue 22: the agent's cost budget took "-5" and "١٥٠" (read as 150)."""
+    from tests.helpers import state
+
+    url = reverse("admin:teams_agent_change", args=[agents["coder"].pk])
+    data = {**form_data(admin_client.get(url)), "max_cost_usd": figure}
+    before = state()
+    response = admin_client.post(url, data)
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors["max_cost_usd"]
+    assert errors and ("digits 0-9" in errors[0] or "above $0" in errors[0]), errors
+    assert state() == before
+    data["max_cost_usd"] = "7.50"
+    assert admin_client.post(url, data).status_code == 302
+    agents["coder"].refresh_from_db()
+    assert str(agents["coder"].max_cost_usd) == "7.5000"
+
+
+def test_a_teams_budget_in_the_admin_is_ascii_dollars_too(admin_client, team):
+    url = reverse("admin:teams_team_change", args=[team.pk])
+    data = form_data(admin_client.get(url))
+    for figure in ("-5", "١٥٠"):
+        response = admin_client.post(url, {**data, "max_cost_usd": figure})
+        assert response.status_code == 200
+        assert "max_cost_usd" in response.context["adminform"].form.errors
+    team.refresh_from_db()
+    assert str(team.max_cost_usd) == "5.0000"
+
+
+def test_a_refused_answer_shows_the_error_never_changed_successfully(admin_client, team):
+    """Issue 22: a budget answer the service refused said "was changed successfully"."""
+    from teams import budgets, team_actions
+    from teams.models import PMRequest
+
+    team_actions.team_start(team=team)
+    request = budgets.budget_stop(team=team, budget="cost")
+    url = reverse("admin:teams_pmrequest_change", args=[request.pk])
+    response = admin_client.post(url, {"answer": "lots, please"})
+    assert response.status_code == 200
+    said = [str(m) for m in response.context["messages"]]
+    assert not any("success" in m or "Answer sent" in m for m in said), said
+    errors = response.context["adminform"].form.errors["answer"]
+    assert errors[0].startswith("Answer a budget request with")
+    assert "lots, please" in response.content.decode()  # the PM's words are kept
+    request.refresh_from_db()
+    assert request.status == PMRequest.Status.OPEN
+    team.refresh_from_db()
+    assert str(team.max_cost_usd) == "5.0000"
+    # A good answer after it goes through, and says so.
+    response = admin_client.post(url, {"answer": "Double"}, follow=True)
+    said = [str(m) for m in response.context["messages"]]
+    assert "Answer sent; team alpha resumes." in said
+    request.refresh_from_db()
+    assert request.status == PMRequest.Status.ANSWERED
+
+
+def test_a_slug_taken_meanwhile_is_a_form_error_and_nothing_is_saved(
+    admin_client, team, monkeypatch
+):
+    """The team form's own check passed, then the service refused (a race): the edit
+    is rolled back, inline rows too, and the form says why."""
+    url = reverse("admin:teams_team_change", args=[team.pk])
+    data = form_data(admin_client.get(url))
+    coder = next(k for k, v in data.items() if k.endswith("-name") and v == "coder")
+    data.update({"goal": "Changed.", coder.replace("-name", "-model"): "loom-offline"})
+
+    def refuse(**kwargs):
+        raise services.slug_unavailable("alpha")
+
+    monkeypatch.setattr(services, "team_update", refuse)
+    response = admin_client.post(url, data)
+    assert response.status_code == 200
+    said = [str(m) for m in response.context["messages"]]
+    assert not any("success" in m for m in said), said
+    form = response.context["adminform"].form
+    assert form.errors["slug"] == ["The slug 'alpha' is not available: choose another."]
+    team.refresh_from_db()
+    assert team.goal == "Ship the parser."
+    assert team.agents.get(name="coder").model != "loom-offline"
+
+
+def test_a_pm_renaming_to_a_taken_slug_learns_nothing_of_whose(team, other_team, pm):
+    """The admin's unique check says what the API says: not available, whether the
+    slug is the PM's own team's (gamma) or one they cannot see (beta)."""
+    from teams.management.commands.loom_demo import pm_group_ensure
+    from tests.helpers import client_for, make_team
+
+    pm.groups.add(pm_group_ensure())
+    make_team("gamma").managers.add(pm)
+    client = client_for(pm)
+    url = reverse("admin:teams_team_change", args=[team.pk])
+    data = form_data(client.get(url))
+    for slug in ("gamma", "beta"):
+        response = client.post(url, {**data, "slug": slug})
+        assert response.status_code == 200
+        assert response.context["adminform"].form.errors["slug"] == [
+            "This slug is not available: choose another."
+        ]
+        assert "already exists" not in response.content.decode()
+    team.refresh_from_db()
+    assert team.slug == "alpha"
+
+
+def test_a_stop_answer_says_the_team_stays_paused(admin_client, team):
+    """The admin said "team resumes" after a budget's "Stop"."""
+    from teams import budgets, team_actions
+
+    team_actions.team_start(team=team)
+    request = budgets.budget_stop(team=team, budget="cost")
+    url = reverse("admin:teams_pmrequest_change", args=[request.pk])
+    response = admin_client.post(url, {"answer": "Stop"}, follow=True)
+    said = [str(m) for m in response.context["messages"]]
+    assert "Answer sent; team alpha is paused." in said
+
+
+def test_the_pm_request_page_says_what_each_answer_does(admin_client, team, agents):
+    """Before answering: a budget's "Stop" leaves the team paused, the others resume."""
+    from teams import budgets, team_actions
+
+    team_actions.team_start(team=team)
+    request = budgets.budget_stop(team=team, budget="cost")
+    page = admin_client.get(reverse("admin:teams_pmrequest_change", args=[request.pk]))
+    said = page.content.decode()
+    assert "“Stop” keeps the budget and leaves the team paused" in said
+    assert "“Double” raises the budget and the team resumes" in said
+    pm_requests.pm_request_answer(request_id=request.id, answer="Double", user=None)
+    question = pm_requests.pm_request_open(team=team, agent=agents["coach"], question="PDF?")
+    page = admin_client.get(reverse("admin:teams_pmrequest_change", args=[question.pk]))
+    assert "Your answer joins the conversation and the team resumes." in page.content.decode()
+    assert "leaves the team paused" not in page.content.decode()
+
+
+def test_worker_heartbeats_are_in_the_admin_read_only(admin_client, client, team):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from teams.models import WorkerHeartbeat
+    from tests.helpers import make_user
+
+    now = timezone.now()
+    WorkerHeartbeat.objects.create(
+        worker="host-a:41:n1",
+        host="host-a",
+        pid=41,
+        started_at=now,
+        last_seen=now,
+        running_turns=2,
+    )
+    WorkerHeartbeat.objects.create(
+        worker="host-b:7:n2",
+        host="host-b",
+        pid=7,
+        started_at=now - timedelta(hours=1),
+        last_seen=now - timedelta(hours=1),
+    )
+    listing = admin_client.get(reverse("admin:teams_workerheartbeat_changelist"))
+    text = listing.content.decode()
+    assert listing.status_code == 200 and "host-a:41:n1" in text and "host-b:7:n2" in text
+    assert text.count('alt="True"') == 1 and text.count('alt="False"') == 1  # alive or not
+    beat = WorkerHeartbeat.objects.get(pid=41)
+    change = reverse("admin:teams_workerheartbeat_change", args=[beat.pk])
+    page = admin_client.get(change)
+    assert page.status_code == 200 and 'name="running_turns"' not in page.content.decode()
+    admin_client.post(change, {"running_turns": 9})
+    assert WorkerHeartbeat.objects.get(pk=beat.pk).running_turns == 2
+    assert admin_client.get(reverse("admin:teams_workerheartbeat_add")).status_code == 403
+    delete = reverse("admin:teams_workerheartbeat_delete", args=[beat.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+    assert WorkerHeartbeat.objects.count() == 2
+    # A PM (staff, not a superuser) does not see the deployment's workers.
+    client.force_login(make_user("pam", manages=[team]))
+    assert client.get(reverse("admin:teams_workerheartbeat_changelist")).status_code == 403
+
+
+def test_the_agents_admin_page_steers_through_the_same_services(admin_client, team, agents):
+    """Speak next, a nudge and a seat taken from the coder's admin page; a done team
+    refuses with the reason and nothing changes."""
+    from teams.models import Message, Team
+
+    url = reverse("admin:teams_agent_change", args=[agents["coder"].pk])
+    data = form_data(admin_client.get(url))
+    data.update(speak_next="on", nudge="Keep it small.", take_seat="Plan: one file.")
+    response = admin_client.post(url, data, follow=True)
+    said = [str(m) for m in response.context["messages"]]
+    assert "coder speaks next, and is nudged, and has a turn written by you." in said, said
+    team.refresh_from_db()
+    assert team.next_speaker == agents["coder"] and team.turn_count == 1
+    nudge = Message.objects.get(kind=Message.Kind.NUDGE)
+    assert (nudge.recipient, nudge.content) == (agents["coder"], "Keep it small.")
+    assert Message.objects.get(kind=Message.Kind.SEAT).speaker == "coder (written by the PM)"
+
+    Team.objects.filter(pk=team.pk).update(status=Team.Status.DONE)
+    before = Message.objects.count()
+    data = form_data(admin_client.get(url))
+    data.update(nudge="Too late.")
+    response = admin_client.post(url, data)
+    assert "is done: no agent will read a nudge" in response.content.decode()
+    assert Message.objects.count() == before

@@ -20,6 +20,7 @@ from teams.models import (
     Team,
     TurnStep,
     WebhookDelivery,
+    WorkerHeartbeat,
 )
 from tests.helpers import FOUR_AGENTS, client_for
 from tests.teams.admin.test_admin import form_data, one_of_each
@@ -73,7 +74,7 @@ def team_of(obj) -> Team:
 
 
 def may_see(user, model) -> bool:
-    if model in (ConsultantProfile, ModelPrice):
+    if model in (ConsultantProfile, ModelPrice, WorkerHeartbeat):
         return user.is_superuser
     name = model._meta.model_name
     return user.has_perm(f"teams.view_{name}") or user.has_perm(f"teams.change_{name}")
@@ -129,7 +130,7 @@ def test_no_page_of_another_teams_object_opens_or_changes_it(beta_pm, worlds):
     client = client_for(beta_pm)
     before = snapshot()
     for model, obj in worlds["alpha"].items():
-        if model in (ConsultantProfile, ModelPrice):
+        if model in (ConsultantProfile, ModelPrice, WorkerHeartbeat):
             continue  # shared by both teams: superusers only, tested below
         for view in ("change", "delete", "history"):
             response = client.get(url(obj, view))

@@ -59,5 +59,10 @@ def furnished(team, agents):
         content="# Notes\nThe parser is LALR.\n",
         writes_this_turn=0,
     )
+    # The MCP server the paths' {name} names (consultants' paths name "critic" too).
+    from teams import mcp_servers
 
+    mcp_servers.mcp_server_create(
+        team=team, name="critic", transport="http", url="https://mcp.example.test/mcp"
+    )
     return furnished

@@ -1,14 +1,18 @@
 """Who may call what, for every operation the OpenAPI document lists: no credentials
 is 401, another team's token is 404 (as if the team did not exist), an agent's token
-acting as another agent or as the PM is 403, and a refused request changes nothing.
+acting as another agent or as the PM is 403, a read-only token reads everything and
+writes nothing (403), an expired token is 401, and a refused request changes nothing.
 
 The operations come from the API itself, so a new one is checked (and must be
 classified below) the day it is added."""
+
+from datetime import timedelta
 
 import pytest
 from django.test import Client
 from django.utils.timezone import now
 
+from teams import webhooks
 from teams.api.site import api as ninja_api
 from teams.models import ApiToken, Message, Team
 from tests.helpers import ApiClient, api_token, client_for, state
@@ -22,6 +26,8 @@ BODIES = {
     "teams_create": {"slug": "gamma", "agents": [{"name": "coach", "role": "coach"}]},
     "teams_update": {"goal": "Ship the lexer."},
     "teams_clone": {"slug": "alpha-again"},
+    "teams_fork": {"slug": "alpha-fork", "at_message": "MESSAGE"},
+    "teams_replay": {"slug": "alpha-replay"},
     "agents_create": {"name": "tester", "role": "tester"},
     "agents_update": {"role_prompt": "Be brief."},
     "agents_post_message": {"content": "Hello from the program."},
@@ -55,9 +61,18 @@ BODIES = {
     "consultants_create": {"name": "critic2", "model": "loom-offline"},
     "consultants_update": {"enabled": False},
     "webhooks_create": {"url": "https://hooks.example.test/loom", "events": ["team.done"]},
+    "mcp_servers_create": {"name": "docs", "transport": "http", "url": "https://mcp.example.test"},
+    "mcp_servers_update": {"approval": "auto"},
+    "teams_next_speaker": {"agent": "coder"},
+    "agents_nudge": {"text": "Keep it small."},
+    "agents_seat": {"text": "I will keep it small."},
 }
 # A valid query for each operation that needs one (the file `furnished` wrote).
-QUERIES = {"files_content": {"path": "notes.md"}}
+QUERIES = {
+    "files_content": {"path": "notes.md"},
+    "files_history": {"path": "notes.md"},
+    "files_revision": {"path": "notes.md", "number": 1},
+}
 # Consultants serve every team: a superuser's.
 SUPERUSER_ONLY = {"consultants_create", "consultants_update"}
 
@@ -66,6 +81,8 @@ PM_ONLY = {
     "teams_create",
     "teams_update",
     "teams_clone",
+    "teams_fork",
+    "teams_replay",
     "teams_start",
     "teams_pause",
     "teams_resume",
@@ -82,11 +99,28 @@ PM_ONLY = {
     "webhooks_list",
     "webhooks_create",
     "webhooks_delete",
+    "webhooks_rotate_secret",
     "webhooks_deliveries",
     "spend_get",
+    "mcp_servers_list",
+    "mcp_servers_get",
+    "mcp_servers_create",
+    "mcp_servers_update",
+    "mcp_servers_delete",
+    "mcp_servers_refresh",
+    "teams_next_speaker",
+    "agents_nudge",
+    "agents_seat",
 }
 # PM_ONLY operations that only read.
-PM_ONLY_READS = {"tokens_list", "webhooks_list", "webhooks_deliveries", "spend_get"}
+PM_ONLY_READS = {
+    "tokens_list",
+    "webhooks_list",
+    "webhooks_deliveries",
+    "spend_get",
+    "mcp_servers_list",
+    "mcp_servers_get",
+}
 # ...or act as another agent than its own.
 AS_AGENT = {"agents_post_message"} | {f"tool_{tool.name}" for tool in registry.all_tools()}
 
@@ -105,7 +139,7 @@ OPERATIONS = operations()
 TEAM_SCOPED = [op for op in OPERATIONS if op[2].startswith("/api/teams/{team}")]
 
 
-def concrete(template: str, furnished, agent="reviewer") -> str:
+def concrete(template: str, furnished, agent="reviewer", webhook_id=1) -> str:
     """The template with alpha's rows in it (the path without its /api prefix)."""
     anchor_or_query = furnished.query.key if "/queries/" in template else "db"
     return (
@@ -117,7 +151,8 @@ def concrete(template: str, furnished, agent="reviewer") -> str:
         .replace("{keeper_id}", str(furnished.keeper.id))
         .replace("{token_id}", str(furnished.token.id))
         .replace("{name}", "critic")
-        .replace("{webhook_id}", "1")
+        .replace("{webhook_id}", str(webhook_id))
+        .replace("{other}", "alpha")
     )
 
 
@@ -125,6 +160,8 @@ def call(client: ApiClient, op_id: str, method: str, path: str, furnished):
     body = BODIES.get(op_id)
     if body is not None and "query_id" in body:
         body = {**body, "query_id": furnished.query.key}
+    if body is not None and "at_message" in body:
+        body = {**body, "at_message": Message.objects.filter(team__slug="alpha").first().pk}
     if method == "GET":
         return client.get(path, **QUERIES.get(op_id, {}))
     if method == "DELETE":
@@ -275,3 +312,119 @@ def test_rate_limit_is_per_token_with_retry_after(settings, api, team):
     assert "detail" in response.json()
     # Another token has its own allowance.
     assert ApiClient(api_token(team=team)).get("/teams/alpha").status_code == 200
+
+
+# --- scoped and expiring tokens (issue 22) ------------------------------------------
+
+GETS = [op for op in OPERATIONS if op[1] == "GET"]
+WRITES = [op for op in OPERATIONS if op[1] != "GET"]
+
+
+def expire(key: str) -> None:
+    ApiToken.objects.filter(key_hash=ApiToken.hash_key(key)).update(
+        expires_at=now() - timedelta(seconds=1)
+    )
+
+
+@pytest.fixture
+def hook(team):
+    """A webhook of alpha, so its paths have a row behind them."""
+    return webhooks.webhook_create(
+        team=team, url="https://hooks.example.test/loom", events=["team.done"], enabled=True
+    )[0]
+
+
+def test_a_read_only_token_reads_everything_a_full_one_does(furnished, hook, api, team, superuser):
+    """Every GET of the API works with a read-only token: a superuser's account token
+    gets a 200 from each, and a team's read-only token the same answer as its full
+    twin (whose own refusals, e.g. webhooks for persons only, are not about scope)."""
+    root_ro = ApiClient(api_token(user=superuser, read_only=True))
+    alpha_ro = ApiClient(api_token(team=team, read_only=True))
+    assert len(GETS) >= 15
+    for op_id, _, template in GETS:
+        path = concrete(template, furnished, webhook_id=hook.id)
+        query = QUERIES.get(op_id, {})
+        assert root_ro.get(path, **query).status_code == 200, op_id
+        full, scoped = api.get(path, **query), alpha_ro.get(path, **query)
+        assert (scoped.status_code, scoped.json()) == (full.status_code, full.json()), op_id
+
+
+@pytest.mark.parametrize(("op_id", "method", "template"), WRITES)
+def test_a_read_only_token_writes_nothing(
+    op_id, method, template, furnished, hook, team, superuser
+):
+    """Every write and every tool call is a 403 naming the reason, for a team's
+    read-only token and a superuser's alike, before anything else is looked at."""
+    for client in (
+        ApiClient(api_token(team=team, read_only=True)),
+        ApiClient(api_token(user=superuser, read_only=True)),
+    ):
+        before = state()
+        path = concrete(template, furnished, webhook_id=hook.id)
+        response = call(client, op_id, method, path, furnished)
+        assert response.status_code == 403, (op_id, response.content)
+        detail = response.json()["detail"]
+        assert detail.startswith("This token is read-only: it may read (GET) but not "), detail
+        assert f"{method} /api/" in detail
+        assert state() == before
+
+
+@pytest.mark.parametrize(("op_id", "method", "template"), OPERATIONS)
+def test_an_expired_token_is_401_with_the_reason(
+    op_id, method, template, furnished, hook, team, superuser
+):
+    keys = [
+        api_token(team=team, expires_in="1h"),
+        api_token(user=superuser, expires_in="90d"),
+        api_token(team=team, read_only=True, expires_in="30m"),
+    ]
+    for key in keys:
+        expire(key)
+        before = state()
+        path = concrete(template, furnished, webhook_id=hook.id)
+        response = call(ApiClient(key), op_id, method, path, furnished)
+        assert response.status_code == 401, (op_id, response.content)
+        detail = response.json()["detail"]
+        assert detail.startswith("This token expired at ") and "make a new one" in detail
+        assert response["WWW-Authenticate"] == "Bearer"
+        assert state() == before
+
+
+def test_a_token_works_until_it_expires(api, team):
+    key = api_token(team=team, expires_in="12h")
+    token = ApiToken.objects.get(key_hash=ApiToken.hash_key(key))
+    assert timedelta(hours=11, minutes=59) < token.expires_at - now() <= timedelta(hours=12)
+    assert ApiClient(key).get("/teams/alpha").status_code == 200
+    expire(key)
+    token.refresh_from_db()
+    response = ApiClient(key).post("/teams/alpha/messages", {"content": "Late."})
+    when = token.expires_at.strftime("%Y-%m-%d %H:%M:%S")
+    assert response.json() == {"detail": f"This token expired at {when} UTC; make a new one."}
+    assert not Message.objects.filter(content="Late.").exists()
+
+
+@pytest.mark.parametrize(("op_id", "method", "template"), OPERATIONS)
+def test_a_bearer_token_is_judged_alone_never_by_the_session(
+    op_id, method, template, furnished, pm, team
+):
+    """Bug: an unknown or revoked token fell through to the staff-session auth, whose
+    CSRF check answered 403 "CSRF check Failed" to an unsafe method (and a staff
+    session behind it was used instead). Now it is a 401 on every method."""
+    revoked = api_token(team=team)
+    ApiToken.objects.filter(key_hash=ApiToken.hash_key(revoked)).update(revoked_at=now())
+    browser = client_for(pm)  # a logged-in staff session, CSRF enforced as for a browser
+    browser.handler.enforce_csrf_checks = True
+    for key, client in (
+        ("loom_not-a-token", Client(enforce_csrf_checks=True)),
+        (revoked, Client(enforce_csrf_checks=True)),
+        ("loom_not-a-token", browser),
+        (revoked, browser),
+    ):
+        before = state()
+        response = call(
+            ApiClient(key, client=client), op_id, method, concrete(template, furnished), furnished
+        )
+        assert response.status_code == 401, (op_id, key, response.content)
+        assert "unknown or revoked" in response.json()["detail"]
+        assert response["WWW-Authenticate"] == "Bearer"
+        assert state() == before

@@ -65,7 +65,7 @@ def test_a_taken_or_invalid_slug_changes_nothing(root_api, team, other_team, bod
     response = root_api.post("/teams/alpha/clone", body)
     assert response.status_code == status, response.content
     if status == 409:
-        assert response.json() == {"detail": f"A team with slug {body['slug']!r} already exists."}
+        assert response.json() == {"detail": services.SLUG_UNAVAILABLE.format(slug=body["slug"])}
     else:
         assert isinstance(response.json()["detail"], list)
     assert state() == before

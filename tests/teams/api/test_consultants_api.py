@@ -3,7 +3,7 @@
 import pytest
 
 from teams.models import ConsultantProfile
-from tests.helpers import state
+from tests.helpers import ApiClient, api_token, state
 
 pytestmark = pytest.mark.django_db
 
@@ -59,3 +59,32 @@ def test_consultations_are_listed_with_their_output(api, team):
     assert len({c["batch"] for c in listed}) == 1
     assert all(c["status"] == "done" and c["output"]["confidence"] == 0.5 for c in listed)
     assert all(c["agent"] == "coder" and c["duration_seconds"] is not None for c in listed)
+
+
+def test_only_superusers_see_how_consultants_are_reached(api, root_api, pm, monkeypatch):
+    """Issue 22: anyone else sees a consultant's name, strengths and availability, not
+    its endpoint, key variable, extra prompt or model (the admin shows them to
+    superusers only)."""
+    monkeypatch.delenv("TEST_GPT_API_KEY", raising=False)
+    ConsultantProfile.objects.create(
+        name="gpt",
+        provider="openai",
+        model="gpt-secret-tune",
+        base_url="https://internal.example.test/v1",
+        key_env="TEST_GPT_API_KEY",
+        strengths="breadth",
+        extra_prompt="Internal instructions.",
+    )
+    ConsultantProfile.objects.create(name="critic", model="loom-offline", strengths="logic")
+    hidden = ("internal.example.test", "TEST_GPT_API_KEY", "Internal instructions", "gpt-secret")
+    for client in (api, ApiClient(api_token(user=pm))):
+        response = client.get("/consultants")
+        assert response.status_code == 200
+        listed = {c["name"]: c for c in response.json()}
+        assert (listed["gpt"]["strengths"], listed["gpt"]["available"]) == ("breadth", False)
+        assert (listed["critic"]["strengths"], listed["critic"]["available"]) == ("logic", True)
+        assert all(word not in response.content.decode() for word in hidden)
+    full = {c["name"]: c for c in root_api.get("/consultants").json()}["gpt"]
+    assert full["base_url"] == "https://internal.example.test/v1"
+    assert (full["key_env"], full["extra_prompt"]) == ("TEST_GPT_API_KEY", "Internal instructions.")
+    assert full["key_status"] == "the key variable TEST_GPT_API_KEY is not set"

@@ -1,6 +1,8 @@
 """Each operation doing its job, and refusing bad input with a 4xx that says why and
 changes nothing. Who may call what is tests/teams/api/test_access.py."""
 
+import json
+
 import pytest
 from django.contrib.auth.models import Permission
 
@@ -79,7 +81,7 @@ def test_teams_create_list_get_and_update(root_api, pm, team, other_team):
 def test_teams_bad_input_is_refused_with_the_field(root_api, team):
     before = state()
     detail = refused(root_api.post("/teams", {"slug": "alpha"}), 409, state_before=before)
-    assert detail == "A team with slug 'alpha' already exists."
+    assert detail == "The slug 'alpha' is not available: choose another."
     detail = refused(root_api.post("/teams", {"slug": "Not A Slug"}), 422, state_before=before)
     assert field_errors(detail)[("slug",)].startswith("String should match pattern")
     detail = refused(
@@ -485,6 +487,33 @@ def test_tokens_listed_created_and_revoked(api, root_api, agents):
     refused(api.delete("/teams/alpha/tokens/999999"), 404, state_before=before)
 
 
+def test_tokens_made_through_the_api_may_expire_and_be_read_only(root_api, team):
+    """Issue 22: expiry and read-only scope at creation; the list shows them and the
+    last use."""
+    made = root_api.post(
+        "/teams/alpha/tokens", {"label": "dashboard", "expires_in": "12h", "read_only": True}
+    )
+    assert made.status_code == 201
+    token = made.json()
+    assert token["read_only"] is True and token["expires_at"] is not None
+    assert token["last_used_at"] is None
+    reader = ApiClient(token["key"])
+    assert reader.get("/teams/alpha").status_code == 200
+    assert reader.post("/teams/alpha/messages", {"content": "Hi."}).status_code == 403
+    listed = {t["id"]: t for t in root_api.get("/teams/alpha/tokens").json()}[token["id"]]
+    assert listed["read_only"] is True and listed["expires_at"] == token["expires_at"]
+    assert listed["last_used_at"] is not None  # used just now
+    plain = root_api.post("/teams/alpha/tokens", {"label": "forever"}).json()
+    assert (plain["expires_at"], plain["read_only"]) == (None, False)
+
+    before = state()
+    for bad in ("soon", "12", "0d", "4000d"):
+        refused = root_api.post("/teams/alpha/tokens", {"label": "x", "expires_in": bad})
+        assert refused.status_code == 422, bad
+        assert refused.json()["detail"][0]["loc"] == ["body", "expires_in"]
+    assert state() == before
+
+
 def test_openapi_and_docs_are_served_without_a_cdn(client):
     schema = client.get("/api/openapi.json")
     assert schema.status_code == 200 and schema.json()["info"]["title"] == "Loom API"
@@ -492,3 +521,40 @@ def test_openapi_and_docs_are_served_without_a_cdn(client):
     assert docs.status_code == 200
     page = docs.content.decode()
     assert "/static/ninja/swagger-ui-bundle.js" in page and "cdn" not in page.lower()
+
+
+def test_answer_an_approval_request_through_the_api(api, team, messages_api):
+    """Approve / Always approve / Deny with a note or edited arguments; a bad
+    combination is a 422 and changes nothing."""
+    from teams.models import PMRequest
+    from tests.helpers import stop_at_approval
+
+    stop_at_approval(team, messages_api)
+    request = PMRequest.objects.get(team=team)
+    url = f"/teams/{team.slug}/pm-requests/{request.id}/answer"
+    listed = api.get(f"/teams/{team.slug}/pm-requests").json()
+    shown = listed[0]
+    assert shown["kind"] == "approval" and shown["tool"] == "peer_message"
+    assert shown["choices"] == ["Approve", "Always approve", "Deny"]
+    bad = api.post(url, {"answer": "Deny", "arguments": {"to": "coach", "content": "x"}})
+    assert bad.status_code == 422 and "Approve, not Deny" in json.dumps(bad.json())
+    unfit = api.post(url, {"answer": "Approve", "arguments": {"content": "x"}})
+    assert unfit.status_code == 422 and "do not fit" in json.dumps(unfit.json())
+    assert PMRequest.objects.get(pk=request.id).status == "open"
+    done = api.post(url, {"answer": "Deny", "note": "No."})
+    assert done.status_code == 200
+    assert done.json()["answer"] == "Deny" and done.json()["note"] == "No."
+    assert api.post(url, {"answer": "Deny"}).status_code == 409
+
+
+def test_a_tool_that_needs_approval_is_refused_through_the_api(coder_api, team):
+    from teams.models import Message, Team
+
+    Team.objects.filter(pk=team.pk).update(tool_approvals={"peer_message": "ask"})
+    response = coder_api.post(
+        f"/teams/{team.slug}/agents/coder/tools/peer_message",
+        {"to": "reviewer", "content": "hi"},
+    )
+    assert response.status_code == 409
+    assert "needs the PM's approval" in response.json()["detail"]
+    assert not Message.objects.filter(kind=Message.Kind.PEER).exists()

@@ -42,7 +42,9 @@ def test_a_pm_makes_lists_and_deletes_a_webhook(pm_api, team):
     assert gone.json() == {"detail": f"Team 'alpha' has no webhook {body['id']}."}
 
 
-def test_the_secret_from_the_api_verifies_what_the_receiver_gets(pm_api, team, agents):
+def test_the_secret_from_the_api_verifies_what_the_receiver_gets(
+    pm_api, team, agents, loopback_allowed
+):
     with WebhookReceiver() as hook:
         made = pm_api.post(
             "/teams/alpha/webhooks", {"url": hook.url, "events": ["pm_request.opened"]}
@@ -133,14 +135,58 @@ def test_an_agents_token_cannot_see_or_make_webhooks(agents, team):
     assert not Webhook.objects.exists() and not WebhookDelivery.objects.exists()
 
 
-def test_a_team_token_reads_webhooks_but_cannot_make_or_delete_them(api, pm_api, team):
-    """A leaked team token must not be able to send the team's events elsewhere."""
+def test_a_team_token_cannot_see_make_or_delete_webhooks(api, pm_api, team):
+    """A leaked team token must neither send the team's events elsewhere nor learn
+    where they go (the URLs) and what was sent (the deliveries): issue 22."""
     made = pm_api.post("/teams/alpha/webhooks", HOOK).json()
-    assert api.get("/teams/alpha/webhooks").status_code == 200
     for response in (
+        api.get("/teams/alpha/webhooks"),
+        api.get(f"/teams/alpha/webhooks/{made['id']}/deliveries"),
         api.post("/teams/alpha/webhooks", {**HOOK, "url": "http://127.0.0.1:9/elsewhere"}),
         api.delete(f"/teams/alpha/webhooks/{made['id']}"),
     ):
         assert response.status_code == 403
         assert "A team token cannot" in response.json()["detail"]
+        assert "hooks.example.test" not in response.content.decode()
+    # The PM's account token (and a staff session) sees them as before.
+    assert [w["url"] for w in pm_api.get("/teams/alpha/webhooks").json()] == [HOOK["url"]]
     assert list(Webhook.objects.values_list("id", flat=True)) == [made["id"]]
+
+
+def test_a_pm_rotates_the_secret_and_only_the_new_one_verifies(
+    pm_api, api, team, agents, loopback_allowed
+):
+    with WebhookReceiver() as hook:
+        made = pm_api.post(
+            "/teams/alpha/webhooks", {"url": hook.url, "events": ["pm_request.opened"]}
+        ).json()
+        old = made["secret"]
+        pm_requests.pm_request_open(team=team, agent=agents["coach"], question="Queued before?")
+
+        rotated = pm_api.post(f"/teams/alpha/webhooks/{made['id']}/rotate-secret")
+        assert rotated.status_code == 200, rotated.content
+        new = rotated.json()["secret"]
+        assert new.startswith("whsec_") and new != old
+        assert rotated.json()["secret_prefix"] == new[:10] and rotated.json()["id"] == made["id"]
+        listed = pm_api.get("/teams/alpha/webhooks")
+        assert new not in listed.content.decode()  # shown once
+        assert listed.json()[0]["secret_prefix"] == new[:10]
+
+        hook.secret = old  # the queued delivery is signed with the new secret
+        deliveries.deliver_due()
+        assert [r.signature_ok for r in hook.requests] == [False]
+        hook.secret = new
+        delivery = WebhookDelivery.objects.get()
+        deliveries.deliver_due(now=delivery.next_attempt_at)
+        assert [r.signature_ok for r in hook.requests] == [False, True]
+
+
+def test_rotating_takes_the_teams_pm_in_person(pm_api, api, team, other_team, other_pm):
+    made = pm_api.post("/teams/alpha/webhooks", HOOK).json()
+    theirs = ApiClient(api_token(user=other_pm, label="bob's"))
+    before = state()
+    refused = api.post(f"/teams/alpha/webhooks/{made['id']}/rotate-secret")  # a team token
+    assert refused.status_code == 403 and "A team token cannot" in refused.json()["detail"]
+    assert theirs.post(f"/teams/alpha/webhooks/{made['id']}/rotate-secret").status_code == 404
+    assert pm_api.post("/teams/alpha/webhooks/999999/rotate-secret").status_code == 404
+    assert state() == before

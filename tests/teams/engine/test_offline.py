@@ -73,6 +73,9 @@ def test_each_agent_declares_its_intent_on_its_first_turn_and_still_speaks(team)
         assert line.kind == "chat" and "(offline model)" in line.content
         assert turn.drift_score == 100
     assert team.agents.get(name="coder").trajectory.startswith("Design and build")
+    # The whole hierarchy, so the PM's drift card shows no "(not set)" from the start.
+    coder = team.agents.get(name="coder")
+    assert coder.tactic.startswith("Split the parser") and coder.action.startswith("Propose")
 
 
 def test_agents_map_their_tactic_now_and_then(team):
@@ -95,6 +98,10 @@ def test_the_coach_pins_the_pms_answer_then_checks_drift_before_completing_the_p
     assert team.status == Team.Status.AWAITING_PM
     assert not Anchor.objects.filter(team=team).exists()
     request = PMRequest.objects.get(team=team)
+    # Marked as the offline model's, in the inbox and in the conversation's line.
+    assert request.question.endswith("only the core, or more? (offline model)")
+    asked = Message.objects.get(team=team, kind="system", content__startswith="(Requesting PM")
+    assert asked.content.endswith("(offline model))")
     pm_requests.pm_request_answer(request_id=request.id, answer="HTML only for now.")
 
     run_until(team, lambda: Anchor.objects.filter(team=team, key=PM_ANCHOR).exists())
@@ -142,7 +149,12 @@ def test_mesh_tools_are_called_only_when_offered():
     assert tool_calls(offered) == [
         (
             DeclareIntent.name,
-            {"trajectory": "Design and build the implementation of: Ship the parser."},
+            {
+                "trajectory": "Design and build the implementation of: Ship the parser.",
+                # The whole hierarchy: the PM's drift card shows a tactic and an action.
+                "tactic": "Split the parser into small parts behind one entry point.",
+                "action": "Propose the first part of the parser to build in refinement.",
+            },
         )
     ]
     bare = model.respond(

@@ -38,7 +38,9 @@ def run_to_the_end(team, limit=400) -> Team:
     for _ in range(limit):
         request = PMRequest.objects.filter(team=team, status=PMRequest.Status.OPEN).first()
         if request is not None:
-            pm_requests.pm_request_answer(request_id=request.id, answer=PM_ANSWER)
+            approval = request.kind == PMRequest.Kind.APPROVAL
+            answer = "Approve" if approval else PM_ANSWER
+            pm_requests.pm_request_answer(request_id=request.id, answer=answer)
         if not drain(team, limit=1):
             break
     team.refresh_from_db()
@@ -117,8 +119,13 @@ def test_one_offline_run_of_the_demo_shows_every_mechanism(demo):
 
     # Passes, one PM request (answered and pinned), drift checks, a consultation, a file.
     assert Turn.objects.filter(team=team, outcome=Turn.Outcome.PASS).exists()
-    (request,) = PMRequest.objects.filter(team=team)
+    (request,) = PMRequest.objects.filter(team=team, kind=PMRequest.Kind.QUESTION)
     assert request.status == PMRequest.Status.ANSWERED
+    # The coder's one call of the demo MCP server's word_count, approved by the PM.
+    (approval,) = PMRequest.objects.filter(team=team, kind=PMRequest.Kind.APPROVAL)
+    assert (approval.tool_name, approval.answer) == ("demo__word_count", "Approve")
+    counted = TurnStep.objects.get(turn__team=team, tool_name="demo__word_count")
+    assert " words, " in counted.content[0]["content"]
     assert Anchor.objects.filter(team=team, value=PM_ANSWER).exists()
     assert tool_steps(team, CheckDrift).count() == len(team.phases)
     assert Consultation.objects.filter(team=team, status=Consultation.Status.DONE).exists()

@@ -8,6 +8,7 @@ filtered and labelled."""
 import json
 import re
 from datetime import timedelta
+from types import SimpleNamespace
 
 from django.utils import timezone
 
@@ -336,6 +337,61 @@ def test_the_automatic_offload_leaves_one_stub(team, agents, messages_api):
     assert seen.count("[Context offloaded]") == Keeper.objects.filter(agent=coder).count()
     assert "to stay within your context budget" in seen
     assert "(Context note)" not in seen
+
+
+def test_an_automatic_offload_frees_enough_that_the_next_turn_keeps_its_cached_history(
+    team, agents, messages_api
+):
+    # Each offload changes the start of the history, so the prompt cache after it is
+    # written again: one offload goes down to half the budget, not just under the
+    # trigger, and a turn or two of new lines later nothing is offloaded again.
+    for i in range(12):
+        services.message_add(
+            team=team, author=agents["reviewer"], content=f"Review note {i}: " + "detail " * 40
+        )
+    coder = agents["coder"]
+    coder.context_budget_tokens = 1500
+    coder.save()
+    api = messages_api([text("Fine.")] * 2)
+    loop.run_turn(Turn.objects.create(team=team, agent=coder, phase=team.phase).id, "w")
+    assert Keeper.objects.filter(agent=coder).count() == 1
+    first = api.requests[0]
+    assert loop.estimate_tokens(_as_prompt(first)) <= 1500 * keepers.AUTO_OFFLOAD_DOWN_TO + 100
+    services.message_add(team=team, author=agents["reviewer"], content="One more: " + "x " * 40)
+    loop.run_turn(Turn.objects.create(team=team, agent=coder, phase=team.phase).id, "w")
+    assert Keeper.objects.filter(agent=coder).count() == 1
+    assert history(api.requests[1]).startswith(history(first)[:200])
+
+
+def test_an_offload_stub_stays_in_its_phase(team, agents, messages_api):
+    # The phase's summary is all later phases see of it: the stub of an offload made
+    # in it (its keeper still searchable) goes with it.
+    for i in range(12):
+        services.message_add(
+            team=team, author=agents["reviewer"], content=f"Review note {i}: " + "detail " * 40
+        )
+    coder = agents["coder"]
+    coder.context_budget_tokens = 1500
+    coder.save()
+    api = messages_api([text("Fine.")] * 2)
+    loop.run_turn(Turn.objects.create(team=team, agent=coder, phase=team.phase).id, "w")
+    assert "[Context offloaded]" in history(api.requests[0])
+    team = team_actions.phase_complete(team=team, agent=agents["coach"], summary="Reviewed.")
+    loop.run_turn(Turn.objects.create(team=team, agent=coder, phase=team.phase).id, "w")
+    later = history(api.requests[1])
+    assert "Reviewed." in later and "[Context offloaded]" not in later
+
+
+def _as_prompt(request):
+    """The system and plain-text messages of a recorded request, as estimate_tokens reads."""
+    system = [{"text": b["text"]} for b in request.body["system"]]
+    messages = [
+        {"content": "".join(b.get("text", "") for b in m["content"])}
+        if isinstance(m["content"], list)
+        else m
+        for m in request.body["messages"]
+    ]
+    return SimpleNamespace(system=system, messages=messages)
 
 
 def test_keeper_enrichment_is_bounded_filtered_and_labelled(team, agents, messages_api):

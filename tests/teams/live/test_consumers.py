@@ -424,6 +424,54 @@ async def test_a_program_listens_with_its_token_until_it_is_revoked(monkeypatch)
         assert await refused_with(refused) == 4403
 
 
+async def test_an_expired_token_is_refused_and_a_socket_stops_when_its_token_expires():
+    """Issue 22: a token past its expiry opens no socket (4403, as a revoked one), and a
+    socket open when its token expires is closed at the next event, without waiting
+    for the periodic access recheck (ACCESS_RECHECK_SECONDS is left as it is)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from loomsite.asgi import application
+    from teams.models import ApiToken
+
+    def setup():
+        team = two_agent_team()
+        superuser = make_user("root", superuser=True)
+        soon, soon_key = services.api_token_create(team=team, expires_in="1h")
+        ApiToken.objects.filter(pk=soon.pk).update(
+            expires_at=timezone.now() + timedelta(seconds=1.5)
+        )
+        expired = [
+            services.api_token_create(team=team, expires_in="1h"),
+            services.api_token_create(user=superuser, expires_in="90d"),
+        ]
+        ApiToken.objects.filter(pk__in=[t.pk for t, _ in expired]).update(
+            expires_at=timezone.now() - timedelta(seconds=1)
+        )
+        return team, soon_key, [key for _, key in expired]
+
+    team, soon_key, expired_keys = await database_sync_to_async(setup)()
+    for key in expired_keys:
+        assert await refused_with(token_socket(key)) == 4403
+        inbox = WebsocketCommunicator(
+            application,
+            "/ws/pm/",
+            headers=[(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {key}".encode())],
+        )
+        assert await refused_with(inbox) == 4403
+
+    communicator = token_socket(soon_key)
+    assert (await communicator.connect())[0]
+    await receive_until(communicator, lambda e: e["event"] == "team.status")
+    await asyncio.sleep(1.6)
+    coach = await database_sync_to_async(team.agents.get)(name="coach")
+    await database_sync_to_async(services.message_add)(team=team, content="Late.", author=coach)
+    closed = await communicator.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 4403}
+    await communicator.disconnect()
+
+
 async def test_a_token_does_not_let_another_site_in(monkeypatch):
     """Browsers always send an Origin: a token handshake with a foreign one is refused
     before the consumer, as a page's would be."""

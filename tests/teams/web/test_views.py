@@ -1,5 +1,7 @@
 """The PM's pages without a browser: access, CSRF, scoping and the no-JavaScript path."""
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -130,11 +132,14 @@ def test_every_form_needs_a_csrf_token(team, superuser):
         ("/teams/alpha/post/", {"content": "hi"}),
         ("/teams/alpha/run-again/", {}),
         (f"/pm/{request.id}/answer/", {"answer": "x"}),
+        ("/teams/alpha/steer/", {"op": "nudge", "agent": "coder", "nudge_text": "x"}),
     ]:
         assert client.post(url, data).status_code == 403, url
     page = client.get("/teams/alpha/").content.decode()
-    # Every post form carries a token (actions, run again, answer, post as PM, log out).
-    assert page.count('method="post"') == page.count('name="csrfmiddlewaretoken"') == 5
+    # Every post form carries a token (actions, run again twice: the header's and the
+    # finished team's, answer, post as PM, fork from here, log out, and the roster's
+    # steering form of each of the four agents).
+    assert page.count('method="post"') == page.count('name="csrfmiddlewaretoken"') == 11
     assert 'name="csrfmiddlewaretoken"' in client.get("/pm/").content.decode()
     team.refresh_from_db()
     assert team.status == "awaiting_pm" and not Message.objects.filter(kind="pm").exists()
@@ -311,8 +316,9 @@ def test_pages_say_loom_and_have_an_icon(client, manager, team, agents):
     assert "<svg" in open(finders.find("teams/favicon.svg")).read()
     page = manager.get(f"/teams/{team.slug}/").content.decode()
     assert 'href="/static/teams/favicon.svg"' in page
-    assert '<span class="agent">coach</span>' in page  # named after its role: once
-    assert '<span class="agent">coder</span>' in page
+    # Named after its role: once (the roster's chip, then its steering controls).
+    assert re.search(r'<span class="agent-name">coach</span>\s*<form', page)
+    assert '<span class="agent-name">coder</span>' in page and "<small>coder</small>" not in page
 
 
 def test_the_pages_script_posts_in_place_and_gets_json(manager, team):

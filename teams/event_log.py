@@ -1,0 +1,105 @@
+"""The live events of each team, numbered and kept, so a socket that missed one is sent
+it from the database (teams.live.consumers).
+
+Every event published to a team's socket gets the next number of the team's sequence
+(`Team.event_seq`), in the transaction that commits the change it announces: an
+`UPDATE ... SET event_seq = event_seq + 1` that also writes the event's row. The
+UPDATE locks the team's row until the commit (the lock `services.team_lock` takes, so
+no new lock order), so a team's events commit in the order of their numbers: when
+number n is committed, every number below it is too, and a socket that sees n+1 after
+n-1 may read n from the database at once. The newest LIVE_EVENTS_KEPT of a team are
+kept; older ones are counted as left out when a catch-up would need them."""
+
+from __future__ import annotations
+
+import json
+
+from django.db import connection, transaction
+from django.db.models import Count, Q
+
+from teams.models import LiveEvent, Team
+
+# The newest events kept per team; every PRUNE_EVERY-th event deletes older ones.
+LIVE_EVENTS_KEPT = 1000
+PRUNE_EVERY = 250
+
+
+def live_event_record(*, team_id: int, name: str, wire: dict, private_to: int | None) -> int:
+    """Number the event and keep it, in the current transaction (or one of its own);
+    its sequence number."""
+    with transaction.atomic(savepoint=False):
+        seq = _next_seq_and_insert(team_id, name, wire, private_to)
+        if seq % PRUNE_EVERY == 0 and seq > LIVE_EVENTS_KEPT:
+            LiveEvent.objects.filter(team_id=team_id, seq__lte=seq - LIVE_EVENTS_KEPT).delete()
+    return seq
+
+
+def _next_seq_and_insert(team_id: int, name: str, wire: dict, private_to: int | None) -> int:
+    team_table = connection.ops.quote_name(Team._meta.db_table)
+    if connection.vendor == "postgresql":
+        # One statement: the team's counter (row locked until the commit) and the row.
+        event_table = connection.ops.quote_name(LiveEvent._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"WITH s AS (UPDATE {team_table} SET event_seq = event_seq + 1 WHERE id = %s"
+                f" RETURNING id, event_seq) INSERT INTO {event_table}"
+                " (team_id, seq, name, payload, private_to, created_at)"
+                " SELECT id, event_seq, %s, %s::jsonb, %s, now() FROM s RETURNING seq",
+                [team_id, name, json.dumps(wire), private_to],
+            )
+            row = cursor.fetchone()
+        if row is None:
+            raise Team.DoesNotExist(f"No team {team_id} to publish to.")
+        return row[0]
+    # SQLite (one writer at a time): the counter, then the row.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {team_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq",
+            [team_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Team.DoesNotExist(f"No team {team_id} to publish to.")
+    LiveEvent.objects.create(
+        team_id=team_id, seq=row[0], name=name, payload=wire, private_to=private_to
+    )
+    return row[0]
+
+
+def team_event_head(*, team_id: int) -> int:
+    """The sequence number of the team's last committed event (0: none yet)."""
+    return Team.objects.filter(pk=team_id).values_list("event_seq", flat=True).first() or 0
+
+
+def team_events_after(
+    *,
+    team_id: int,
+    after_seq: int,
+    upto_seq: int,
+    viewer_agent_id: int | None,
+    max_events: int,
+    max_chars: int,
+) -> tuple[list[dict], int]:
+    """The events numbered after `after_seq` up to `upto_seq` that the viewer may see
+    (teams.events.audience_allows), as wire dicts with their `seq`, oldest first:
+    the newest within `max_events` and `max_chars` of JSON (at least one), and how
+    many were left out (beyond the bounds, or no longer kept)."""
+    if upto_seq <= after_seq:
+        return [], 0
+    in_range = LiveEvent.objects.filter(team_id=team_id, seq__gt=after_seq, seq__lte=upto_seq)
+    visible = Q()
+    if viewer_agent_id is not None:
+        visible = Q(private_to__isnull=True) | Q(private_to=viewer_agent_id)
+    counts = in_range.aggregate(kept=Count("id"), visible=Count("id", filter=visible))
+    sent, chars = [], 0
+    for seq, payload in (
+        in_range.filter(visible).order_by("-seq").values_list("seq", "payload")[:max_events]
+    ):
+        size = len(json.dumps(payload))
+        if sent and chars + size > max_chars:
+            break
+        chars += size
+        sent.append({**payload, "seq": seq})
+    sent.reverse()
+    no_longer_kept = (upto_seq - after_seq) - counts["kept"]
+    return sent, counts["visible"] - len(sent) + no_longer_kept

@@ -1,0 +1,60 @@
+"""The PM's time-travel pages: "Fork from here" on the live view, the fork's live
+page with its copied part shown apart, the compare page, the admin's action."""
+
+import pytest
+
+from teams import services
+from teams.models import Message, Team
+from tests.helpers import client_for, make_team
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def said(team, agents):
+    lines = [
+        services.message_add(team=team, content=f"Line {n}.", author=agents["coder"])
+        for n in range(3)
+    ]
+    return lines
+
+
+def test_fork_from_here_makes_a_fork_and_opens_its_live_page(pm, team, said):
+    browser = client_for(pm)
+    live = browser.get("/teams/alpha/").content.decode()
+    assert 'id="fork-form"' in live and "teams/fork.js" in live
+    response = browser.post("/teams/alpha/fork/", {"at_message": said[1].pk})
+    assert response.status_code == 302 and response["Location"] == "/teams/alpha-2/"
+    fork = Team.objects.get(slug="alpha-2")
+    assert list(fork.messages.values_list("content", flat=True)) == ["Line 0.", "Line 1."]
+    assert pm in fork.managers.all()
+    page = browser.get("/teams/alpha-2/").content.decode()
+    assert f'Forked from <a href="/teams/alpha/">alpha</a> at message {said[1].pk}' in page
+    assert "/teams/alpha/compare/alpha-2/" in page
+    compare = browser.get("/teams/alpha/compare/alpha-2/").content.decode()
+    assert "The conversations part at message 3" in compare
+    assert "Line 2." in compare and "(nothing more)" in compare
+
+
+def test_a_refused_fork_says_why_and_stores_nothing(pm, team, said, other_team):
+    browser = client_for(pm)
+    theirs = Message.objects.create(team=other_team, content="Beta's.")
+    response = browser.post("/teams/alpha/fork/", {"at_message": theirs.pk}, follow=True)
+    assert f"Message {theirs.pk} is not in team" in response.content.decode()
+    assert browser.post("/teams/alpha/fork/", {"at_message": "x"}).status_code == 302
+    assert not Team.objects.filter(slug="alpha-2").exists()
+    # Another PM's team is not found at all.
+    make_team("gamma")
+    assert browser.post("/teams/gamma/fork/", {"at_message": said[0].pk}).status_code == 404
+    assert browser.get("/teams/alpha/compare/gamma/").status_code == 404
+
+
+def test_the_admin_forks_at_a_message(superuser, team, said):
+    browser = client_for(superuser)
+    response = browser.post(
+        "/admin/teams/message/",
+        {"action": "fork_here", "_selected_action": [said[0].pk]},
+        follow=True,
+    )
+    assert "Forked team &#x27;alpha-2&#x27; from &#x27;alpha&#x27;" in response.content.decode()
+    assert Team.objects.get(slug="alpha-2").messages.get().content == "Line 0."
