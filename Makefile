@@ -7,12 +7,13 @@ PORT ?= 8000
 # Scaled-out tests use these servers when they answer (see scripts/services_up.py).
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 REDIS_URL ?= redis://127.0.0.1:6379/0
-# The second run, on PostgreSQL: the browser, page and admin tests (which exercise the
-# pages, not the database), the settings tests (which read the environment) and the
-# replays (which compare recorded requests, a whole demo run each) ran in the first, and
-# Schemathesis repeats its seed with fewer cases. CI's whole budget is 25 minutes.
-PG_RUN = LOOM_SCHEMATHESIS_EXAMPLES=5 $(PY) -m pytest --ignore=tests/browser --ignore=tests/loomsite \
-	--ignore=tests/teams/web --ignore=tests/teams/admin --ignore=tests/teams/engine/test_replay.py
+# The second run, on PostgreSQL, beside the first (scripts/test_suite.sh): the browser,
+# page and admin tests (which exercise the pages, not the database), the settings tests
+# (which read the environment) and the replays (which compare recorded requests, a whole
+# demo run each) run in the first only, and Schemathesis repeats its seed with fewer
+# cases. CI's whole budget is 25 minutes on 2 cores.
+PG_ARGS = --ignore=tests/browser --ignore=tests/loomsite --ignore=tests/teams/web \
+	--ignore=tests/teams/admin --ignore=tests/teams/engine/test_replay.py
 
 .PHONY: install dev run test lint bench clean screenshots
 
@@ -47,17 +48,7 @@ test: lint
 		echo "## Install it with: apt-get install chromium   (.ci/run does this)"; \
 		echo "######################################################################"; \
 	fi
-	$(PY) -m pytest
-	@if $(PY) scripts/services_up.py postgres "$(PG_URL)"; then \
-		echo "== PostgreSQL answers: running the suite against it (with Redis when it answers)"; \
-		if $(PY) scripts/services_up.py redis "$(REDIS_URL)"; then \
-			LOOM_DATABASE_URL="$(PG_URL)" LOOM_TEST_REDIS_URL="$(REDIS_URL)" $(PG_RUN); \
-		else \
-			LOOM_DATABASE_URL="$(PG_URL)" $(PG_RUN); \
-		fi; \
-	else \
-		echo "== NOTICE: no PostgreSQL at $(PG_URL): the PostgreSQL run was skipped"; \
-	fi
+	scripts/test_suite.sh $(PY) "$(PG_URL)" "$(REDIS_URL)" -- $(PG_ARGS)
 
 # The screenshots of the README and docs/, as the browser tests last took them (run `make test` first).
 README_SHOTS = live-budget-warning live-jump-to-latest team-list-live done-team-end inbox admin-turns

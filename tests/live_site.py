@@ -20,7 +20,8 @@ import pytest
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[1]
-OUTPUT = ROOT / "test-output"
+# LOOM_TEST_OUTPUT: another folder for a run beside this one (make test's PostgreSQL run).
+OUTPUT = ROOT / os.environ.get("LOOM_TEST_OUTPUT", "test-output")
 START_SECONDS = 30
 
 
@@ -93,7 +94,7 @@ class Sites:
         """Serve on a free port; extra environment as keywords. Returns once the
         site answers HTTP."""
         port = free_port()
-        OUTPUT.mkdir(exist_ok=True)
+        OUTPUT.mkdir(parents=True, exist_ok=True)
         suffix = f"-{len(self.sites) + 1}" if self.sites else ""
         log_path = OUTPUT / f"serve-{self.name}{suffix}.log"
         with log_path.open("w") as log:

@@ -5,6 +5,7 @@ from ninja import Query, Router, Status
 
 from teams import comparing, forking, revisions, workspace
 from teams.api.auth import caller
+from teams.api.paging import MAX_NUMBER
 from teams.api.schemas.common import responses
 from teams.api.schemas.forks import (
     CompareOut,
@@ -144,7 +145,7 @@ def files_revision(
     request,
     team: str,
     path: str = Query("", description=PATH_HELP),
-    number: int = Query(..., ge=1, description="The revision's number, from 1."),
+    number: int = Query(..., ge=1, le=MAX_NUMBER, description="The revision's number, from 1."),
 ):
     """One revision of a workspace file with its text (the first 100 KB)."""
     row = caller(request).team(team)

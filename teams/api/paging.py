@@ -7,6 +7,7 @@ from collections.abc import Callable
 from ninja import Query
 
 MAX_ID = 2**53  # row ids and cursors: any larger is no row (and SQLite's limit is 2**63)
+MAX_NUMBER = 2**31 - 1  # turn and revision numbers: PostgreSQL's integer column
 PAGE_DEFAULT = 100
 PAGE_MAX = 500
 PAGE_CHARS = 1_000_000  # of the texts of one page (or one list answer)

@@ -40,7 +40,7 @@ from tests.fakes.messages_api import (
     tool,
 )
 from tests.helpers import drain, make_team
-from tests.live_site import database_url, free_port
+from tests.live_site import OUTPUT, database_url, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "claude-sonnet-4-6"
@@ -214,7 +214,7 @@ def layout(django_db_setup, django_db_blocker, api, redis_server):
             "LOOM_TURN_LEASE": f"{LEASE:g}",
             "LOOM_MODEL_TIMEOUT": "20",
         },
-        log_dir=ROOT / "test-output" / "faults",
+        log_dir=OUTPUT / "faults",
     )
     site.start(timeout=90)
     yield site

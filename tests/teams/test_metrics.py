@@ -60,9 +60,12 @@ def test_the_counters_match_the_database(ran, team):
         assert count and metrics[("loom_turns_finished_total", (("outcome", outcome),))] == count
     model = Turn.objects.first().model
     steps = TurnStep.objects.filter(kind="model")
-    assert metrics[
-        ("loom_model_calls_total", (("model", model), ("purpose", "turn"), ("result", "ok")))
-    ] == steps.count()
+    assert (
+        metrics[
+            ("loom_model_calls_total", (("model", model), ("purpose", "turn"), ("result", "ok")))
+        ]
+        == steps.count()
+    )
     sums = steps.aggregate(
         input=Sum("input_tokens"), output=Sum("output_tokens"), cache_read=Sum("cache_read_tokens")
     )

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
+from teams.api.paging import MAX_ID, MAX_NUMBER
 from teams.api.schemas.common import In
 from teams.api.schemas.teams import NAME_MAX, SLUG_MAX, SLUG_PATTERN
 from teams.models import HUMAN_TEXT_LIMIT, PLAN_LIMIT
@@ -17,8 +18,12 @@ AnchorValue = Annotated[str, Field(max_length=HUMAN_TEXT_LIMIT)]
 class ForkIn(In):
     """Where to fork, the new team's slug and name, and edits applied before it runs."""
 
-    at_message: int | None = Field(None, description="A message id of the team: fork after it.")
-    at_turn: int | None = Field(None, description="A turn id of the team: fork at its end.")
+    at_message: int | None = Field(
+        None, ge=1, le=MAX_ID, description="A message id of the team: fork after it."
+    )
+    at_turn: int | None = Field(
+        None, ge=1, le=MAX_ID, description="A turn id of the team: fork at its end."
+    )
     slug: str = Field(max_length=SLUG_MAX, pattern=SLUG_PATTERN, description="The fork's slug.")
     name: str | None = Field(None, max_length=NAME_MAX, description="Not given: the source's name.")
     goal: str | None = Field(None, max_length=HUMAN_TEXT_LIMIT, description="A new goal.")
@@ -50,7 +55,9 @@ class ReplayIn(In):
     slug: str | None = Field(
         None, max_length=SLUG_MAX, pattern=SLUG_PATTERN, description="Not given: SLUG-replay."
     )
-    until_turn: int | None = Field(None, ge=1, description="Stop before the turn after this one.")
+    until_turn: int | None = Field(
+        None, ge=1, le=MAX_NUMBER, description="Stop before the turn after this one."
+    )
 
 
 class ReplayOut(BaseModel):

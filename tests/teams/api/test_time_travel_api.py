@@ -90,6 +90,15 @@ def test_a_replay_over_the_api_matches_and_asks_no_model(pm_api, team, talked):
     assert pm_api.post("/teams/beta/replay", {}).status_code == 404
 
 
+def test_numbers_past_the_database_columns_are_refused_before_any_query(pm_api, team):
+    huge = 2**63
+    replay = pm_api.post("/teams/alpha/replay", {"until_turn": huge})
+    assert replay.status_code == 422 and "until_turn" in str(replay.json())
+    fork = pm_api.post("/teams/alpha/fork", {"at_turn": huge, "slug": "alpha-x"})
+    assert fork.status_code == 422 and "at_turn" in str(fork.json())
+    assert not Team.objects.filter(slug__in=["alpha-x", "alpha-replay"]).exists()
+
+
 def test_compare_two_teams(pm_api, team, talked):
     point = Message.objects.get(team=team, content="I looked around.")
     pm_api.post(
