@@ -5,8 +5,9 @@ Each steering service checks the team's state table (teams.lifecycle: allowed un
 the team is done, the status unchanged), says what happened in a live event, and
 leaves the rotation to go on:
 
-- the next speaker is kept on the team (Team.next_speaker) until its turn is queued,
-  once; the rotation resumes after it (teams.turns.enqueue_next reads it);
+- the next speaker is kept on the team (Team.next_speaker) until its turn begins
+  (teams.turns.turn_claim), once: a pause before then keeps the choice; the rotation
+  resumes after it (teams.turns.enqueue_next reads it);
 - a nudge is a private message to one agent (Message kind nudge): the PM's pages and
   the admin show it, no other agent's request has it, and only the agent's next turn
   reads it, in its cue (cue_lines), never its history;

@@ -117,9 +117,8 @@ def enqueue_next(team: Team, after: Agent | None = None) -> Turn | None:
     )
     if any(busy):
         return None
-    if picked is not None:  # used: the rotation goes on after the chosen agent
-        Team.objects.filter(pk=team.pk).update(next_speaker=None)
-        team.next_speaker = None
+    # The choice is used up when that turn begins (turn_claim): a turn queued for the
+    # chosen agent and cancelled by a pause before it began is queued again on resume.
     return turn_enqueue(team=team, agent=agent, number=team.turn_count + 1)
 
 
@@ -211,6 +210,10 @@ def turn_claim(turn_id: int, worker: str) -> Turn | None:
     if not claimed:
         return None
     turn = Turn.objects.select_related("team", "agent").get(pk=turn_id)
+    chosen = turn.team.next_speaker_id == turn.agent_id
+    if chosen and turn.purpose == Turn.Purpose.CONVERSATION:  # the PM's choice, used
+        Team.objects.filter(pk=turn.team_id, next_speaker=turn.agent_id).update(next_speaker=None)
+        turn.team.next_speaker = None
     if turn.attempts == 1:
         events.publish(
             events.TurnStarted(turn_id=turn.id, agent=turn.agent.name, number=turn.number),

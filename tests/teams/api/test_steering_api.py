@@ -5,7 +5,7 @@ Each answers 200 with the team, 422 for bad input, 404 for another team's team, 
 import pytest
 
 from teams.models import Message, Team, Turn
-from tests.helpers import state
+from tests.helpers import drain, state
 
 pytestmark = pytest.mark.django_db
 
@@ -24,6 +24,8 @@ def test_next_speaker_is_kept_until_that_agent_speaks(api, team):
     assert api.post("/teams/alpha/start").status_code == 200
     turn = Turn.objects.get(team=team)
     assert turn.agent.name == "reviewer"
+    assert api.get("/teams/alpha").json()["next_speaker"] == "reviewer"  # not begun yet
+    drain(team, limit=1)
     assert api.get("/teams/alpha").json()["next_speaker"] is None
 
 

@@ -102,6 +102,31 @@ def test_the_pm_picks_the_next_speaker_once_then_the_rotation_resumes(team, agen
     assert speakers(team)[3:6] == ["coach", "researcher", "coder"]  # the third queued
 
 
+def test_the_choice_outlives_a_pause_before_its_turn_begins(team, agents, messages_api):
+    messages_api(say)
+    steering.team_next_speaker_set(team=team, agent=agents["reviewer"])
+    team_actions.team_start(team=team)
+    team_actions.team_pause(team=Team.objects.get(pk=team.pk))  # before the turn began
+    assert Turn.objects.get(team=team).status == Turn.Status.CANCELLED
+    team.refresh_from_db()
+    assert team.next_speaker == agents["reviewer"]
+    run(team, 2)
+    assert speakers(team) == ["reviewer", "coach"]
+    team.refresh_from_db()
+    assert team.next_speaker is None
+
+
+def test_choosing_the_agent_already_queued_gives_it_one_turn(team, agents, messages_api):
+    messages_api(say)
+    Team.objects.filter(pk=team.pk).update(max_turns=3)
+    team_actions.team_start(team=Team.objects.get(pk=team.pk))
+    first = Turn.objects.get(team=team).agent
+    steering.team_next_speaker_set(team=Team.objects.get(pk=team.pk), agent=first)
+    drain(team)
+    said = speakers(team)
+    assert said[0] == first.name and said.count(first.name) == 1, said
+
+
 def test_a_seat_taken_is_the_agents_turn_written_by_the_pm(team, agents, messages_api, pm):
     api = messages_api(say)
     plan = "Plan: a recursive-descent parser in parser.py, tests first."
