@@ -1,8 +1,17 @@
 import sys
 
 import pytest
+from channels.testing import WebsocketCommunicator
 
 from tests.helpers import make_team, make_user
+
+# A socket's answer may take over the test communicator's default second on a loaded
+# machine (make test runs the SQLite and PostgreSQL suites side by side on 2 cores):
+# waits for what must come get 10 s; receive_nothing keeps its short wait.
+SOCKET_WAIT = 10
+for _method in ("connect", "receive_from", "receive_json_from"):
+    getattr(WebsocketCommunicator, _method).__defaults__ = (SOCKET_WAIT,)
+WebsocketCommunicator.disconnect.__defaults__ = (1000, SOCKET_WAIT)
 
 
 @pytest.fixture(autouse=True)
