@@ -314,11 +314,16 @@ def turn_finish(
 @transaction.atomic
 def turn_wait(*, turn: Turn, worker: str) -> bool:
     """Stop a turn at a tool call that waits for the PM's approval: no worker holds
-    it; the answer queues it again and it resumes at that call."""
+    it; the answer queues it again and it resumes at that call. An answer given
+    between the request's opening and this stop found the turn still running and
+    could not queue it: the team runs again, so it is queued here."""
+    team = services.team_lock(turn.team)  # an answer given meanwhile is seen below
     owned = _still_mine(turn, worker).update(status=Turn.Status.WAITING, lease_expires_at=None)
     if owned:
         turn.refresh_from_db()
-        _turn_finished_publish(turn, services.team_lock(turn.team))
+        _turn_finished_publish(turn, team)
+        if team.status == Team.Status.RUNNING:  # answered already
+            enqueue_next(team)
     return bool(owned)
 
 

@@ -295,8 +295,13 @@ def test_every_worker_killed_while_the_team_waits_for_approval(site, api):
         "the approval request",
         site,
     )
-    turn = Turn.objects.get(pk=request.turn_id)
-    assert turn.status == Turn.Status.WAITING
+    # The request is committed just before the turn stops at it: wait for both.
+    turn = wait_for(
+        lambda: Turn.objects.filter(pk=request.turn_id, status=Turn.Status.WAITING).first(),
+        30,
+        "the turn to wait for the PM",
+        site,
+    )
     for process in site.processes:
         if process.name.startswith("worker-"):
             site.kill(process.name)

@@ -131,6 +131,25 @@ def test_always_approve_stops_asking_for_that_tool(team, messages_api):
     assert len(_coder_requests(api)) == 4
 
 
+def test_an_answer_before_the_turn_has_stopped_still_resumes_it(team, messages_api, monkeypatch):
+    """The PM answers in the moment between the request's opening and the turn's stop
+    (it was still running, so the answer could not queue it): the turn goes on."""
+    from teams import approvals
+
+    opened = approvals.approval_request_open
+
+    def open_and_answer_at_once(**kwargs):
+        request = opened(**kwargs)
+        pm_requests.pm_request_answer(request_id=request.id, answer="Approve")
+        return request
+
+    monkeypatch.setattr(approvals, "approval_request_open", open_and_answer_at_once)
+    stop_at_approval(team, messages_api)
+    turn = Turn.objects.get(pk=PMRequest.objects.get(team=team).turn_id)
+    assert turn.status == Turn.Status.DONE
+    assert _peer_notes(team).count() == 1
+
+
 def test_the_wait_survives_a_restart_and_a_second_answer_is_refused(waiting, team):
     """No worker holds a waiting turn: the sweeper leaves it alone, any worker resumes
     it after the answer, and the tool runs exactly once."""
