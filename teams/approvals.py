@@ -4,7 +4,9 @@ The turn stops at the call (status waiting; no worker holds it), a PM request of
 approval says who wants to call what, with which arguments and why. The answer
 (Approve, Always approve, Deny, with an optional note and, to approve, optionally
 edited arguments) re-queues the turn; it resumes at that step, the model is not called
-again, and the call runs or is refused (teams.engine.loop)."""
+again, and the call runs or is refused (teams.engine.loop). Either way its result says
+so: an approved call's result opens with the PM's approval (approved_notice), a denied
+one's is the PM's refusal with the PM's reason (denied_text)."""
 
 from __future__ import annotations
 
@@ -203,3 +205,46 @@ def approval_answer(
 def approval_outcome(request: PMRequest) -> tuple[str, dict | None, str]:
     """(decision, arguments to run with or None for the original, note)."""
     return request.answer, request.approved_arguments, request.note
+
+
+# --- what the model reads of the decision -------------------------------------------
+
+
+def _shown(value, limit: int = 200) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def denied_text(note: str) -> str:
+    """The result of a call the PM denied, with the PM's reason when given."""
+    reason = f' (the PM\'s reason: "{note.strip()}")' if note.strip() else ""
+    return (
+        f"Error: the PM denied this call{reason}. It did not run. Do not make it again "
+        "unless the PM or the coach asks you to; carry on without it."
+    )
+
+
+def approved_notice(request: PMRequest, arguments: dict) -> str:
+    """What the result of a call the PM approved opens with: that the PM approved it
+    (and later calls of the tool, for Always approve), what the PM changed in the
+    `arguments` the model gave, and the PM's note."""
+    head = "The PM approved this call"
+    if request.answer == ALWAYS_APPROVE:
+        head += f", and later calls of {request.tool_name} will run without asking"
+    said = [f"{head}."]
+    edited = request.approved_arguments
+    if edited is not None:
+        changed = "; ".join(
+            f"{key} = {_shown(value)}"
+            for key, value in edited.items()
+            if arguments.get(key) != value
+        )
+        dropped = ", ".join(key for key in arguments if key not in edited)
+        said.append(
+            "The PM changed your arguments before it ran; the result below is for the "
+            f"changed ones. Changed: {changed or 'none'}"
+            + (f"; removed: {dropped}." if dropped else ".")
+        )
+    if request.note.strip():
+        said.append(f"The PM's note: {request.note.strip()}")
+    return "[" + " ".join(said) + "]\n\n"

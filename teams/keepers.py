@@ -407,9 +407,7 @@ def offload_for_budget(
     offload's one stub line (which says why) and the turn's snapshot takes the stub
     in. None when there is too little to offload."""
     excess = tokens - int(turn.agent.context_budget_tokens * AUTO_OFFLOAD_DOWN_TO)
-    chunk, _rest = split_at_topic_boundary(
-        messages, at_least=max(0, excess) * CHARS_PER_TOKEN
-    )
+    chunk, _rest = split_at_topic_boundary(messages, at_least=max(0, excess) * CHARS_PER_TOKEN)
     if not chunk:
         return None
     result = offload(

@@ -9,8 +9,9 @@ leaves the rotation to go on:
   (teams.turns.turn_claim), once: a pause before then keeps the choice; the rotation
   resumes after it (teams.turns.enqueue_next reads it);
 - a nudge is a private message to one agent (Message kind nudge): the PM's pages and
-  the admin show it, no other agent's request has it, and only the agent's next turn
-  reads it, in its cue (cue_lines), never its history;
+  the admin show it, no other agent's request has it; the agent's next turn reads it
+  whole, in its cue (cue_lines), and its later turns in the phase a short record of it
+  (nudge_record) in their history, where that turn began;
 - a seat taken is a turn of the agent written by the PM: a done conversation turn
   with the PM's message (kind seat), shown as written by the PM, counted as a turn.
 
@@ -97,7 +98,8 @@ def team_next_speaker_set(*, team: Team, agent: Agent, user=None) -> Team:
 
 @transaction.atomic
 def agent_nudge(*, agent: Agent, text: str, user=None) -> Message:
-    """A private note from the PM to one agent: its next turn's cue shows it, once."""
+    """A private note from the PM to one agent: its next turn's cue shows it (and its
+    later turns in the phase a record of it)."""
     team = _allowed(agent.team, TeamAction.NUDGE)
     agent = _speaker(team, agent, "nudge")
     text = _text(text)
@@ -158,8 +160,20 @@ def agent_seat_take(*, agent: Agent, text: str, user=None) -> Message:
     return message
 
 
-# How a nudge opens in the agent's cue: it is shown once, so the agent acts on it now.
-NUDGE_CUE = "[Private note from the PM, to you only; it is not repeated, so act on it now]:"
+# How a nudge opens in the agent's cue, whole, on the turn it is new to.
+NUDGE_CUE = "[Private note from the PM, to you only; act on it now]:"
+# How the later turns of the phase remember it, where the turn that read it began: the
+# PM's words (shortened), so the agent knows what it was told and does not ask again.
+NUDGE_RECORD = "[Private note from the PM, to you only, given for your next turn]:"
+NUDGE_RECORD_CHARS = 300
+
+
+def nudge_record(nudge: Message) -> str:
+    """The line of a nudge in the history of the agent's later turns in the phase."""
+    text = " ".join(nudge.content.split())
+    if len(text) > NUDGE_RECORD_CHARS:
+        text = text[: NUDGE_RECORD_CHARS - 1] + "…"
+    return f"{NUDGE_RECORD} {text}"
 
 
 def cue_lines(agent: Agent, nudges: list[Message], until_id: int | None) -> list[str]:

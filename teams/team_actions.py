@@ -97,24 +97,32 @@ RECORD_ITEM_CHARS = 300  # each PM answer or anchor value in a phase's record
 
 def phase_record(team: Team) -> list[str]:
     """What Loom adds to the coach's summary of the phase ending now, since later
-    phases see only the summary: the PM's words, the anchors pinned, the files
-    written in it."""
+    phases see only the summary: the PM's words not pinned as an anchor, and the files
+    written in it. Anchors are not repeated here: every request shows them, as they
+    stand, with who pinned them and in which phase (prompts.anchors_block)."""
+
+    def flat(text: str) -> str:
+        return " ".join(text.split())
 
     def short(text: str) -> str:
-        text = " ".join(text.split())
+        text = flat(text)
         return text if len(text) <= RECORD_ITEM_CHARS else text[: RECORD_ITEM_CHARS - 1] + "…"
 
     phase = team.phase
     said = Message.objects.filter(team=team, phase=phase, kind=Message.Kind.PM).order_by("id")
-    pinned = Anchor.objects.filter(team=team, phase=phase).order_by("key")
+    pinned = [
+        flat(value) for value in Anchor.objects.filter(team=team).values_list("value", flat=True)
+    ]
     written = (
         WorkspaceFile.objects.filter(team=team, turn__phase=phase)
         .select_related("agent")
         .order_by("path")
     )
-    lines = [f'The PM said: "{short(m.content)}"' for m in said]
-    if pinned:
-        lines.append("Anchors pinned: " + "; ".join(f"{a.key} = {short(a.value)}" for a in pinned))
+    lines = [
+        f'The PM said: "{short(m.content)}"'
+        for m in said
+        if not any(flat(m.content) in value for value in pinned)
+    ]
     if written:
         files = [
             f"{f.path} ({f.size:,} bytes, by {f.agent.name if f.agent else '?'})" for f in written

@@ -8,7 +8,6 @@ again after a crash replays its steps instead of repeating model or tool calls."
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -50,9 +49,10 @@ DELTA_FLUSH_SECONDS = 0.1
 def run_turn(turn_id: int, worker: str) -> Turn | None:
     """Claim and run a turn; None when another worker has it, or when a replay runs
     its team (teams.engine.replay answers its model calls; no worker may)."""
-    if replaying.get() is None and Replay.objects.filter(
-        team__turn_set=turn_id, status=Replay.Status.RUNNING
-    ).exists():
+    if (
+        replaying.get() is None
+        and Replay.objects.filter(team__turn_set=turn_id, status=Replay.Status.RUNNING).exists()
+    ):
         return None
     turn = turns.turn_claim(turn_id, worker)
     if turn is None:
@@ -219,7 +219,7 @@ def execute(turn: Turn, worker: str) -> None:
                 if use["id"] in results:
                     continue
                 record = partial(_record_tool_step, turn, next_index, use)
-                verdict = _approval(turn, tools, use, last_model)
+                verdict = _approval(turn, tools, use, last_model, resumed=bool(steps))
                 if verdict.wait:  # no worker holds the turn while the PM decides
                     relay.flush()
                     turns.turn_wait(turn=turn, worker=worker)
@@ -299,14 +299,19 @@ class _Verdict:
     notice: str = ""
 
 
-def _approval(turn: Turn, tools, use: dict, model_content: list[dict]) -> _Verdict:
+def _approval(turn: Turn, tools, use: dict, model_content: list[dict], resumed: bool) -> _Verdict:
     """A call of an `ask` tool waits for the PM's approval, once per call: the
-    request is asked, then its answer decides when the turn resumes."""
+    request is asked, then its answer decides when the turn resumes. A resumed turn
+    (`resumed`: it replayed steps) heeds the answer even when the tool no longer asks
+    (the PM's Always approve made it auto): its note, its edited arguments."""
     arguments = use.get("input") or {}
     tool = next((t for t in tools if t.name == use["name"]), None)
-    if tool is None or registry.policy(tool, turn.team) != ApprovalPolicy.ASK:
+    asks = tool is not None and registry.policy(tool, turn.team) == ApprovalPolicy.ASK
+    if not asks and not (resumed and tool is not None):
         return _Verdict(arguments=arguments)
     request = approvals.approval_for(turn, use["id"])
+    if not asks and (request is None or request.status != PMRequest.Status.ANSWERED):
+        return _Verdict(arguments=arguments)
     if request is None:
         try:
             approvals.approval_request_open(
@@ -327,34 +332,9 @@ def _approval(turn: Turn, tools, use: dict, model_content: list[dict]) -> _Verdi
         text = "Error: this call did not run: its approval request was cancelled."
         return _Verdict(result=ToolResult(text, is_error=True))
     if decision == DENY:
-        said = f": {note}" if note else "."
-        text = (
-            f"Error: the PM denied this call{said} It did not run. Do not make it again "
-            "unless the PM or the coach asks you to; carry on without it."
-        )
-        return _Verdict(result=ToolResult(text, is_error=True))
-    notice = ""
-    if edited is not None:
-        changed = "; ".join(
-            f"{key} = {_shown(value)}"
-            for key, value in edited.items()
-            if arguments.get(key) != value
-        )
-        dropped = ", ".join(key for key in arguments if key not in edited)
-        notice += (
-            "[The PM changed your arguments before this call ran; the result below is for "
-            f"the changed ones. Changed: {changed or 'none'}"
-            + (f"; removed: {dropped}" if dropped else "")
-            + "]\n\n"
-        )
-    if note:
-        notice += f"[The PM's note: {note}]\n\n"
+        return _Verdict(result=ToolResult(approvals.denied_text(note), is_error=True))
+    notice = approvals.approved_notice(request, arguments)
     return _Verdict(arguments=edited if edited is not None else arguments, notice=notice)
-
-
-def _shown(value, limit: int = 200) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _noted(notice: str, result: ToolResult) -> ToolResult:

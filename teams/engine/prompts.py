@@ -14,8 +14,10 @@ the prompt cache (teams/catalog.py prices cache reads at a tenth of input):
    previous request already had (read from the cache that request wrote) and on the
    last block of the history (written for the next request),
 5. the volatile tail after the last breakpoint: the cue "It is your turn", who passed
-   since the coach last spoke, the agent's intent (trajectory → tactic → action) and
-   the @mention note.
+   since the coach last spoke, a PM's nudge new to the agent (on its later turns in the
+   phase, a short record of it in the history, where the turn that read it began), the
+   agent's intent (trajectory → tactic → action) and the @mention note (none for a
+   teammate whose open question to the agent its inbox line already shows).
 
 That is at most MAX_CACHE_BREAKPOINTS, Anthropic's limit per request. Providers
 without a prompt cache (the offline model) get the same text as plain strings, one
@@ -31,6 +33,7 @@ nothing (another worker) gives the same request, byte for byte."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -231,8 +234,8 @@ def history_queryset(
     unseen = Q(id__gt=unseen_after or 0)
     # Other inbox lines (an offload's stub, Loom's notes, a PM's nudge) are the phase's
     # too, like the notes; a question addressed to the agent stays while it is open
-    # (render drops it once it is not). (A nudge is read from here into the cue of one
-    # turn only, never shown as history: see render and teams.steering.cue_lines.)
+    # (render drops it once it is not). (A nudge is read from here into the cue of the
+    # turn it is new to, and a record of it on later ones: see build.)
     notes = Q(kind__in=[Message.Kind.ANSWER, Message.Kind.PEER])
     questions = Q(query__isnull=False) & ~notes
     inbox = Q(recipient=agent) & (
@@ -367,9 +370,20 @@ def _refresh_queries(messages: list[Message]) -> None:
         message.query = queries.get(message.query_id)
 
 
-def mention_note(agent: Agent, history: list[Message]) -> str:
+def mention_note(
+    agent: Agent, history: list[Message], asking: set[str] | frozenset[str] = frozenset()
+) -> str:
+    """A note when a teammate addressed the agent by @name in one of the last messages
+    it reads (`history`), unless that teammate is in `asking` (it asked or passed on a
+    question the agent's inbox shows open: that line already asks for the answer, and
+    how to give it). "@coder's question" speaks of the coder, not to it."""
+    named = re.compile(rf"@{re.escape(agent.name)}(?![\w-]|['’]s\b)")
     recent = [m for m in history[-3:] if m.author_id != agent.id]
-    mentions = [m for m in recent if f"@{agent.name}" in m.content]
+    mentions = [
+        m
+        for m in recent
+        if named.search(m.content) and (m.author.name if m.author_id else m.speaker) not in asking
+    ]
     if not mentions:
         return ""
     mentioner = mentions[-1].speaker
@@ -387,7 +401,7 @@ def render(message: Message, agent: Agent) -> tuple[str, str | None]:
         return "user", question_tools.inbox_line(message, agent)
     if message.kind == Kind.TOOL_CALL:
         return "user", f"[Your action] {message.content}"
-    if message.kind == Kind.NUDGE:  # in the cue of the turn it is new to, not history
+    if message.kind == Kind.NUDGE:  # the cue, then a record where it was read: see build
         return "user", None
     if message.kind == Kind.SYSTEM and message.author_id is not None:
         # What an agent's tool did in the conversation (asking the PM): for its author
@@ -412,6 +426,16 @@ def render(message: Message, agent: Agent) -> tuple[str, str | None]:
     if message.recipient_id == agent.id and message.kind == Kind.SYSTEM:
         return "user", f"[Loom] {message.content}"
     return "user", f"[{message.speaker}]: {message.content}"
+
+
+def asking(agent: Agent, history: list[Message], lines: list[tuple[str, str | None]]) -> set[str]:
+    """Who asked or passed on a question the agent's request shows open in its inbox."""
+    names: set[str] = set()
+    for message, (_, text) in zip(history, lines, strict=True):
+        if text and message.kind == Message.Kind.QUERY and message.recipient_id == agent.id:
+            hops = message.query.hops or []
+            names.update(h["from"] for h in hops if h.get("kind") in ("ask", "forward"))
+    return names
 
 
 def passes_since_coach_spoke(
@@ -489,9 +513,50 @@ def previously_seen(agent: Agent, until_id: int | None) -> int | None:
     )
 
 
-def cached_blocks(entries: list[tuple[str, str, int | None]], seen: int | None, tail: str):
-    """The history as content blocks, one per entry ((role, text, message id), the
-    opening's id None), with the two history breakpoints, then the volatile tail."""
+def with_nudge_records(
+    agent: Agent,
+    entries: list[tuple[str, str, float | None]],
+    nudges: list[Message],
+    seen: int | None,
+) -> list[tuple[str, str, float | None]]:
+    """The entries with a record of each nudge an earlier request of the agent's had in
+    its cue (steering.nudge_record), placed where the first of them ended: after the
+    last message it had, before the turn that read the nudge. Its position counts as
+    just after that message (`snapshot + 0.5`), so the request that follows it, whose
+    history ends there, still reads its cached prefix whole."""
+    if not nudges or seen is None:
+        return entries
+    snapshots = list(
+        Turn.objects.filter(
+            agent=agent,
+            snapshot_message_id__gte=min(m.id for m in nudges),
+            snapshot_message_id__lte=seen,
+        )
+        .order_by("snapshot_message_id")
+        .values_list("snapshot_message_id", flat=True)
+        .distinct()
+    )
+    records = []
+    for nudge in nudges:
+        shown = next((s for s in snapshots if s >= nudge.id), None)
+        if shown is not None:
+            records.append(("user", steering.nudge_record(nudge), shown + 0.5))
+    if not records:
+        return entries
+    merged = [*entries]
+    for record in records:
+        at = next(
+            (i for i, e in enumerate(merged) if e[2] is not None and e[2] > record[2]),
+            len(merged),
+        )
+        merged.insert(at, record)
+    return merged
+
+
+def cached_blocks(entries: list[tuple[str, str, float | None]], seen: int | None, tail: str):
+    """The history as content blocks, one per entry ((role, text, position): a message's
+    id, the opening's None, a nudge record's between two ids), with the two history
+    breakpoints, then the volatile tail."""
     messages: list[dict] = []
     read = None  # the last block the previous request had: it wrote the cache there
     for role, text, message_id in entries:
@@ -539,19 +604,24 @@ def build(
     system += anchors_system(team)
     seen = previously_seen(agent, until_id)
     history, lines = agent_history(agent, team, until_id, phase, seen, agents)
-    note = mention_note(agent, history)
+    shown = [m for m, (_, text) in zip(history, lines, strict=True) if text]
+    note = mention_note(agent, shown, asking(agent, history, lines))
 
     opening = f"Team goal: {team.goal or '(none given)'}\nCurrent phase: {phase}"
-    entries = [("user", opening, None)]
+    entries: list[tuple[str, str, float | None]] = [("user", opening, None)]
     for message, (role, text) in zip(history, lines, strict=True):
         if text:
             entries.append((role, text, message.id))
+    # A PM's nudge is in the cue of the turn it is new to, whole; on the later turns of
+    # the phase, a short record of it where that turn began.
+    nudges = [m for m in history if m.kind == Message.Kind.NUDGE]
+    new = [m for m in nudges if seen is None or m.id > seen]
+    entries = with_nudge_records(agent, entries, [m for m in nudges if m not in new], seen)
     # The cue first: what follows the history's last line is the turn's, not a speaker's.
     cue = [f"It is your turn, {agent.name}."]
     if agent.role == Agent.Role.COACH:
         cue.append(coach_cue(agent, team, phase, until_id))
-    nudges = [m for m in history if m.kind == Message.Kind.NUDGE and (seen is None or m.id > seen)]
-    cue += [*steering.cue_lines(agent, nudges, until_id), intent_line(agent), note]
+    cue += [*steering.cue_lines(agent, new, until_id), intent_line(agent), note]
     tail = "\n\n".join(p for p in cue if p)
     turns: list[list] = []
     for role, text, _ in [*entries, ("user", tail, None)]:

@@ -53,6 +53,8 @@ def test_approve_runs_the_call_once_and_never_asks_the_model_again(waiting, team
     assert len(coder) == 2
     results = [b for b in coder[1].body["messages"][-1]["content"] if b["type"] == "tool_result"]
     assert results[0]["tool_use_id"] == "toolu_peer" and "is_error" not in results[0]
+    # The model reads that the PM approved it, before what the call returned.
+    assert results[0]["content"].startswith("[The PM approved this call.]\n\nMessage sent")
     turn = Turn.objects.get(pk=request.turn_id)
     assert turn.status == Turn.Status.DONE
     assert turn.steps.filter(kind=TurnStep.Kind.TOOL).count() == 1
@@ -71,8 +73,27 @@ def test_deny_with_a_note_is_the_calls_error_result(waiting, team):
     result = coder[1].body["messages"][-1]["content"][0]
     assert result["is_error"] is True
     assert result["content"] == (
-        "Error: the PM denied this call: Ask me first. It did not run. Do not make it again "
-        "unless the PM or the coach asks you to; carry on without it."
+        'Error: the PM denied this call (the PM\'s reason: "Ask me first."). It did not run. '
+        "Do not make it again unless the PM or the coach asks you to; carry on without it."
+    )
+
+
+def test_deny_without_a_note_says_the_pm_denied_it(waiting, team):
+    request = PMRequest.objects.get(team=team)
+    pm_requests.pm_request_answer(request_id=request.id, answer="Deny")
+    drain(team, limit=3)
+    result = _coder_requests(waiting)[1].body["messages"][-1]["content"][0]
+    assert result["is_error"] is True
+    assert result["content"].startswith("Error: the PM denied this call. It did not run.")
+
+
+def test_approve_with_a_note_says_both(waiting, team):
+    request = PMRequest.objects.get(team=team)
+    pm_requests.pm_request_answer(request_id=request.id, answer="Approve", note="Just this once")
+    drain(team, limit=3)
+    result = _coder_requests(waiting)[1].body["messages"][-1]["content"][0]
+    assert result["content"].startswith(
+        "[The PM approved this call. The PM's note: Just this once]\n\nMessage sent"
     )
 
 
@@ -86,9 +107,29 @@ def test_approve_with_edited_arguments_runs_those(waiting, team):
     result = _coder_requests(waiting)[1].body["messages"][-1]["content"][0]
     # Said before the result, naming only what changed.
     assert result["content"].startswith(
-        "[The PM changed your arguments before this call ran; the result below is for the "
-        'changed ones. Changed: to = "researcher"; content = "check the sources"]'
+        "[The PM approved this call. The PM changed your arguments before it ran; the result "
+        'below is for the changed ones. Changed: to = "researcher"; content = '
+        '"check the sources".]'
     )
+
+
+def test_always_approve_with_edited_arguments_and_a_note_runs_those_and_says_so(waiting, team):
+    """Always approve makes the tool auto before the turn resumes: the answer still
+    decides how this call runs, and the model reads it."""
+    request = PMRequest.objects.get(team=team)
+    edited = {"to": "researcher", "content": "check the sources"}
+    pm_requests.pm_request_answer(
+        request_id=request.id, answer="Always approve", arguments=edited, note="Researcher first."
+    )
+    drain(team, limit=3)
+    note = _peer_notes(team).get()
+    assert note.recipient.name == "researcher" and "check the sources" in note.content
+    result = _coder_requests(waiting)[1].body["messages"][-1]["content"][0]
+    assert result["content"].startswith(
+        "[The PM approved this call, and later calls of peer_message will run without asking. "
+        "The PM changed your arguments before it ran;"
+    )
+    assert "The PM's note: Researcher first.]" in result["content"]
 
 
 @pytest.mark.parametrize(
@@ -128,7 +169,13 @@ def test_always_approve_stops_asking_for_that_tool(team, messages_api):
     assert PMRequest.objects.filter(team=team).count() == 1
     assert _peer_notes(team).count() == 2
     assert team.status == Team.Status.RUNNING
-    assert len(_coder_requests(api)) == 4
+    coder = _coder_requests(api)
+    assert len(coder) == 4
+    approved, later = (coder[i].body["messages"][-1]["content"][0]["content"] for i in (1, 3))
+    assert approved.startswith(
+        "[The PM approved this call, and later calls of peer_message will run without asking.]\n\n"
+    )
+    assert not later.startswith("[The PM")  # it ran without asking: no approval to tell
 
 
 def test_an_answer_before_the_turn_has_stopped_still_resumes_it(team, messages_api, monkeypatch):

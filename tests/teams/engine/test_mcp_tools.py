@@ -76,7 +76,12 @@ def test_under_ask_the_pm_approves_and_it_runs_once(fake, team, messages_api):
     drain(team, limit=3)
     fake.refresh_from_db()
     assert fake.tool_approvals == {"pid": "auto"}
-    assert _result_read_by_coder(api)["content"].strip().isdigit()
+    approved, _, pid = _result_read_by_coder(api)["content"].partition("\n\n")
+    # The model reads that the PM approved the call (and its later ones), then its result.
+    assert approved == (
+        "[The PM approved this call, and later calls of fake__pid will run without asking.]"
+    )
+    assert pid.strip().isdigit()
     assert len([r for r in api.requests if r.agent == "coder"]) == 2
 
 

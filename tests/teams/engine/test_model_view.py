@@ -9,6 +9,7 @@ from io import StringIO
 from django.core.management import call_command
 
 from teams import pm_requests, services, team_actions
+from teams.engine import prompts
 from teams.models import Message, PMRequest
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, per_agent
@@ -225,3 +226,24 @@ def test_phase_summary_carries_the_pms_words(team, agents):
     team_actions.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
     summary = Message.objects.get(kind=Message.Kind.PHASE_SUMMARY).content
     assert summary == '[Phase refinement complete] Scope agreed.\nThe PM said: "Only HTML."'
+
+
+def test_a_pinned_pm_decision_reads_once_in_later_phases_as_its_anchor(team, agents):
+    """The PM's answer pinned as an anchor: later phases read it in the anchors (with who
+    pinned it, in which phase), not again as a "The PM said" or "Anchors pinned" line of
+    the summary; the coach's own summary stays as written."""
+    team_actions.team_start(team=team)
+    services.message_add(team=team, content="Only HTML.", kind=Message.Kind.PM, author_label="pm")
+    services.message_add(team=team, content="And fast.", kind=Message.Kind.PM, author_label="pm")
+    services.anchor_save(team=team, key="pm-decision", value="Only HTML.", phase="refinement")
+    summary = "Scope agreed: the PM said only HTML."
+    team_actions.phase_complete(team=team, agent=agents["coach"], summary=summary)
+    record = Message.objects.get(kind=Message.Kind.PHASE_SUMMARY).content
+    # What was not pinned still reaches later phases through the summary.
+    assert record == f'[Phase refinement complete] {summary}\nThe PM said: "And fast."'
+    team.refresh_from_db()  # in planning now
+    prompt = prompts.build(agents["coder"], team)
+    read = prompt.system[-1]["text"] + "".join(m["content"] for m in prompt.messages)
+    assert read.count("Only HTML.") == 1
+    assert "[pm-decision]: Only HTML. (pinned by the PM in refinement)" in read
+    assert "only HTML" in read and "Anchors pinned" not in read

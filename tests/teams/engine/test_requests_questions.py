@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from django.utils import timezone
 
 from teams import keepers, questions, services, team_actions
-from teams.engine import loop
+from teams.engine import loop, prompts
 from teams.models import Keeper, Message, Query, Turn
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, forward_chain_script, key_in, per_agent
@@ -434,3 +434,47 @@ def test_a_question_of_stop_words_gets_no_enrichment(team, agents):
     note = services.message_add(team=team, author=agents["coder"], content="What is it? It is.")
     keepers.offload(agent=agents["coder"], messages=[note, note], topic="chatter")
     assert questions.keeper_enrichments(team, "What is it?") == []
+
+
+def test_an_open_question_reads_once_without_a_mention_note(team, messages_api):
+    """The researcher asks the coder and says so in its message, @naming the coder: the
+    coder's request has the question in its inbox (with how to answer it), the
+    researcher's own words, and no Loom note that the researcher addressed it. The
+    coder passes it on, saying "@researcher's question": no note for the researcher
+    either (it is not addressed)."""
+    question = "How do we sign tokens?"
+    api = messages_api(
+        per_agent(
+            {
+                "coach": [text("Start."), text("Go on.")],
+                "researcher": [
+                    tool(PeerAskQuestion.name, {"question": question, "target": "coder"}),
+                    text("I asked @coder how we sign tokens."),
+                    text("Waiting."),
+                ],
+                "coder": [
+                    lambda r: tool(
+                        PeerForwardQuestion.name,
+                        {"query_id": key_in(r), "target": "reviewer", "enrichment": "auth.py"},
+                    ),
+                    text("I passed @researcher's question on to @reviewer."),
+                ],
+                "reviewer": [text("Looking.")],
+            }
+        )
+    )
+    team_actions.team_start(team=team)
+    drain(team, limit=6)
+    key = Query.objects.get().key
+    coder = history(of(api, "coder")[0])
+    assert coder.count(question) == 1 and hint(key) in coder
+    assert "[researcher]: I asked @coder how we sign tokens." in coder
+    assert "specifically addressed you" not in coder
+    researcher = history(of(api, "researcher")[-1])
+    assert "[coder]: I passed @researcher's question on to @reviewer." in researcher
+    assert "specifically addressed you" not in researcher
+    # A plain @mention still gets its note.
+    services.message_add(team=team, author=team.agents.get(name="coach"), content="@coder, status?")
+    coder_agent = team.agents.get(name="coder")
+    note = prompts.build(coder_agent, team).mention_note
+    assert note.startswith("Note: coach specifically addressed you with @coder")

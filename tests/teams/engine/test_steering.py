@@ -59,27 +59,70 @@ def run(team, turns: int):
 # --- the PM steering -----------------------------------------------------------------
 
 
-def test_a_nudge_reaches_only_its_agents_next_request(team, agents, messages_api, pm):
+def blocks(request) -> list[dict]:
+    """A request's content blocks, in order, each with its role."""
+    return [
+        {**block, "role": message["role"]}
+        for message in request.body["messages"]
+        for block in message["content"]
+    ]
+
+
+def test_a_nudge_is_read_whole_once_then_remembered_in_the_phase(team, agents, messages_api, pm):
     api = messages_api(say)
     steering.agent_nudge(agent=agents["coder"], text=NUDGE, user=pm)
-    run(team, 8)  # two rounds
+    run(team, 12)  # three rounds, one phase
 
     by_agent = {}
     for request in api.requests:
         by_agent.setdefault(request.agent, []).append(request)
     assert [r.agent for r in api.requests][:4] == ["coach", "researcher", "coder", "reviewer"]
-    coder_first, coder_second = by_agent["coder"]
+    coder_first, coder_second, coder_third = by_agent["coder"]
     tail = coder_first.body["messages"][-1]["content"][-1]["text"]
     assert tail.startswith("It is your turn, coder.")
-    note = "[Private note from the PM, to you only; it is not repeated, so act on it now]:"
-    assert f"{note} {NUDGE}" in tail
-    assert NUDGE not in coder_second.dump  # once: not in its later turns
+    assert f"[Private note from the PM, to you only; act on it now]: {NUDGE}" in tail
+    # Its later turns keep the PM's words, as a record where the nudged turn began (just
+    # before what the coder said on it), not in their cue.
+    record = f"[Private note from the PM, to you only, given for your next turn]: {NUDGE}"
+    for later in (coder_second, coder_third):
+        shown = blocks(later)
+        at = next(i for i, b in enumerate(shown) if b["text"] == record)
+        assert shown[at + 1] == {
+            "type": "text",
+            "text": "coder here: nothing to add beyond the plan.",
+            "role": "assistant",
+        }
+        assert later.dump.count(NUDGE) == 1
+        assert "act on it now" not in later.dump
+    # The record came in after the last block the first request had: the second request
+    # reads that prefix from the cache (breakpoint on the block before the record).
+    second = blocks(coder_second)
+    assert "cache_control" in second[[b["text"] for b in second].index(record) - 1]
+    first = blocks(coder_first)
+    assert [b["text"] for b in second[: len(first) - 1]] == [b["text"] for b in first[:-1]]
     for name in ("coach", "researcher", "reviewer"):
         assert all(NUDGE not in r.dump for r in by_agent[name]), name
     # The PM and the admin read it in the conversation, as a nudge to the coder.
     nudge = Message.objects.get(kind=Message.Kind.NUDGE)
     assert (nudge.recipient, nudge.author_label) == (agents["coder"], "pm (alice)")
     assert nudge.content == NUDGE
+
+
+def test_a_long_nudge_is_remembered_shortened_and_not_past_its_phase(team, agents, messages_api):
+    api = messages_api(say)
+    long = "Keep the parser to one file. " * 40
+    steering.agent_nudge(agent=agents["coder"], text=long)
+    run(team, 8)
+    coder = [r for r in api.requests if r.agent == "coder"]
+    assert " ".join(long.split()) in coder[0].dump  # whole, in the cue
+    records = [b["text"] for b in blocks(coder[1]) if b["text"].startswith("[Private note")]
+    [record] = records
+    assert len(record) < len(long) // 2 and record.endswith("…")
+    # The next phase's requests no longer carry it (the phase's summary speaks for it).
+    team_actions.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
+    run(team, 4)
+    coder = [r for r in api.requests if r.agent == "coder"]
+    assert "Keep the parser to one file" not in coder[-1].dump
 
 
 def test_the_pm_picks_the_next_speaker_once_then_the_rotation_resumes(team, agents, messages_api):

@@ -43,7 +43,9 @@ def test_deny_with_a_note_from_the_page(team, pm, messages_api):
     assert (request.answer, request.note, request.approved_arguments) == ("Deny", "Not now.", None)
     drain(team, limit=3)
     result = [r for r in api.requests if r.agent == "coder"][1].body["messages"][-1]["content"][0]
-    assert result["content"].startswith("Error: the PM denied this call: Not now. It did not run.")
+    assert result["content"].startswith(
+        'Error: the PM denied this call (the PM\'s reason: "Not now."). It did not run.'
+    )
 
 
 def test_edited_arguments_from_the_page(team, pm, messages_api):
