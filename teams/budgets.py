@@ -1,7 +1,9 @@
-"""Budget warnings: when a team has used 80% of its turn or cost budget, its PM is
-told once per budget, live (events.BudgetWarning) and through its webhooks
-(budget.warning). The team's cost_warned_at / turns_warned_at record that it was
-told, with a conditional update, so racing finishes warn once."""
+"""Budget warnings: when a team has used 80% of its turn or cost budget, or an agent
+80% of its own cost budget, its PM is told once per budget, live
+(events.BudgetWarning, naming the agent for an agent's) and through its webhooks
+(budget.warning). The team's cost_warned_at / turns_warned_at and the agent's
+cost_warned_at record that it was told, with a conditional update, so racing
+finishes warn once."""
 
 from __future__ import annotations
 
@@ -53,6 +55,28 @@ def budget_check(team: Team) -> list[str]:
     return warned
 
 
+@transaction.atomic(savepoint=False)
+def agent_budget_check(team: Team, agent: Agent) -> bool:
+    """Warn when `agent` has used 80% of its own cost budget for the first time (True).
+    An agent without one costs no query: this runs after every turn."""
+    cap = agent.max_cost_usd
+    if cap is None or cap <= 0 or agent.cost_warned_at is not None:
+        return False
+    spent = agent_spent(agent)
+    if spent * 100 < cap * WARN_PERCENT:
+        return False
+    # Taken only if the cap is still the one measured against: a cap raised meanwhile
+    # (its warning armed again) is not warned about on this figure.
+    now = timezone.now()
+    if not Agent.objects.filter(pk=agent.pk, cost_warned_at__isnull=True, max_cost_usd=cap).update(
+        cost_warned_at=now
+    ):
+        return False
+    agent.cost_warned_at = now
+    _warn(team, "cost", float(spent), float(cap), float(spent / cap * 100), agent=agent)
+    return True
+
+
 def _first_warning(team: Team, field: str) -> bool:
     now = timezone.now()
     taken = Team.objects.filter(pk=team.pk, **{f"{field}__isnull": True}).update(**{field: now})
@@ -61,8 +85,10 @@ def _first_warning(team: Team, field: str) -> bool:
     return bool(taken)
 
 
-def _warn(team: Team, budget: str, used, limit, percent: float) -> None:
+def _warn(team: Team, budget: str, used, limit, percent: float, agent: Agent | None = None) -> None:
     fields = {"budget": budget, "used": used, "limit": limit, "percent": round(percent, 1)}
+    if agent is not None:  # the agent's own budget: named (a team's has no "agent")
+        fields["agent"] = agent.name
     webhooks.webhooks_notify(team=team, event=WebhookEvent.BUDGET_WARNING, payload=fields)
     events.publish(events.BudgetWarning(team=team.slug, team_id=team.id, **fields), team_id=team.id)
 
@@ -380,7 +406,10 @@ def budget_apply(*, team: Team, decision: BudgetDecision, who: str) -> None:
         )
         return
     if decision.agent is not None:
-        Agent.objects.filter(pk=decision.agent.pk).update(max_cost_usd=decision.new_cap)
+        Agent.objects.filter(pk=decision.agent.pk).update(
+            max_cost_usd=decision.new_cap, cost_warned_at=None
+        )
+        decision.agent.max_cost_usd, decision.agent.cost_warned_at = decision.new_cap, None
     elif decision.budget == BudgetKind.TURNS:
         Team.objects.filter(pk=team.pk).update(max_turns=decision.new_cap, turns_warned_at=None)
     else:

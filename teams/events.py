@@ -246,7 +246,8 @@ class QueryExpired(_QueryEvent):
 
 @declare
 class BudgetWarning(Event):
-    """80% of a team's turn or cost budget is used (once per budget; teams.budgets)."""
+    """80% of a team's turn or cost budget, or of an agent's own cost budget, is used
+    (once per budget; teams.budgets)."""
 
     name = "budget.warning"
     audience = Audience.TEAM | Audience.INBOX
@@ -256,6 +257,8 @@ class BudgetWarning(Event):
     used: int | float
     limit: int | float
     percent: float
+    # The agent whose own cost budget it is; not given (not in the payload) for the team's.
+    agent: str | None = None
 
     @classmethod
     def team_of(cls, wire: dict) -> int | None:

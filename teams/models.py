@@ -411,6 +411,9 @@ class Agent(models.Model):
         blank=True,
         help_text="This agent's own cost budget in USD; empty: none (the team's applies).",
     )
+    # When 80% of its own cost budget was first used (teams.budgets): a budget.warning
+    # naming the agent goes out once per cap.
+    cost_warned_at = models.DateTimeField(null=True, blank=True, editable=False)
     # The mesh hierarchy (seed 004).
     trajectory = models.TextField(blank=True, validators=[human_text])
     tactic = models.TextField(blank=True, validators=[human_text])

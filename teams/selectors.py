@@ -239,9 +239,13 @@ def team_recent_consultations(*, team: Team, batches: int = RECENT_BATCHES) -> l
 
 
 def budget_warned_teams(*, user) -> QuerySet[Team]:
-    """The user's teams told that 80% of a budget is used (teams.budgets), not done:
-    the PM inbox lists their warnings."""
-    warned = Q(cost_warned_at__isnull=False) | Q(turns_warned_at__isnull=False)
+    """The user's teams told that 80% of a budget is used (teams.budgets), theirs or
+    an agent's own, not done: the PM inbox lists their warnings."""
+    warned = (
+        Q(cost_warned_at__isnull=False)
+        | Q(turns_warned_at__isnull=False)
+        | Q(pk__in=Agent.objects.filter(cost_warned_at__isnull=False).values("team_id"))
+    )
     return (
         teams_visible_to(user=user).filter(warned).exclude(status=Team.Status.DONE).order_by("slug")
     )

@@ -51,7 +51,15 @@ TEAM_SETTINGS = (
     "max_pass_rounds",
     "max_phase_turns",
 )
-AGENT_SETTINGS = ("name", "role", "model", "role_prompt", "position", "context_budget_tokens")
+AGENT_SETTINGS = (
+    "name",
+    "role",
+    "model",
+    "role_prompt",
+    "position",
+    "context_budget_tokens",
+    "max_cost_usd",
+)
 
 
 SLUG_UNAVAILABLE = "The slug {slug!r} is not available: choose another."
@@ -226,6 +234,7 @@ def agent_create(
     model: str = "",
     role_prompt: str = "",
     position: int | None = None,
+    max_cost_usd=None,
 ) -> Agent:
     name = (name or "").strip()
     for field, value in (
@@ -238,7 +247,13 @@ def agent_create(
     if position is None:
         position = team.agents.count()
     agent = Agent(
-        team=team, name=name, role=role, model=model, role_prompt=role_prompt, position=position
+        team=team,
+        name=name,
+        role=role,
+        model=model,
+        role_prompt=role_prompt,
+        position=position,
+        max_cost_usd=max_cost_usd,
     )
     validated(agent, exclude=["team"])
     duplicate = Conflict(f"Team {team.slug!r} already has an agent named {name!r}.", field="name")
@@ -325,9 +340,23 @@ def agent_update(*, agent: Agent, fields: list[str]) -> Agent:
     )
     if "name" in fields and agent.team.agents.filter(name=agent.name).exclude(pk=agent.pk).exists():
         raise duplicate
+    rearmed = agent_cost_rearmed(agent, fields)
     with integrity_as(duplicate):
-        agent.save(update_fields=fields)
+        agent.save(update_fields=[*fields, *rearmed])
     return agent
+
+
+def agent_cost_rearmed(agent: Agent, fields) -> list[str]:
+    """A changed cost budget is a new budget: its 80% warning is armed again (as a
+    budget request's answer does, teams.budgets.budget_apply), on `agent` before it
+    is saved; the fields to save with it. Saving the same cap again re-arms nothing."""
+    if "max_cost_usd" not in fields or agent.pk is None:
+        return []
+    stored = Agent.objects.filter(pk=agent.pk).values_list("max_cost_usd", flat=True).first()
+    if stored == agent.max_cost_usd:
+        return []
+    agent.cost_warned_at = None
+    return ["cost_warned_at"]
 
 
 def agent_intent_publish(agent: Agent) -> None:

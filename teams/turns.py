@@ -302,6 +302,7 @@ def turn_finish(
     team = services.team_lock(team)
     _turn_finished_publish(turn, team)
     budgets.budget_check(team)  # 80% of a budget used: the PM is told, once
+    budgets.agent_budget_check(team, agent)  # and of the agent's own (no query without one)
     drift_alerts.drift_alert_check(turn)  # significant drift two turns running: told once
     stuck.stuck_check(team=team, turn=turn)  # the team asks the PM for help
     # After an inbox turn the conversation may have been waiting for this agent.
@@ -371,6 +372,7 @@ def turn_fail(*, turn: Turn, worker: str, error: str) -> None:
             },
         )
     budgets.budget_check(team)  # the failed turn's cost counts too
+    budgets.agent_budget_check(team, turn.agent)
     turn.refresh_from_db()
     _turn_finished_publish(turn, team)
 

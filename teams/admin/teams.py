@@ -304,7 +304,10 @@ def save_changed_fields(form) -> None:
     if obj.pk is None or obj._state.adding:
         obj.save()
     else:
-        obj.save(update_fields=[f for f in form.changed_data if f in form.fields])
+        changed = [f for f in form.changed_data if f in form.fields]
+        if isinstance(obj, Agent):  # a new cost budget warns again at 80%, as in the API
+            changed += services.agent_cost_rearmed(obj, changed)
+        obj.save(update_fields=changed)
     if isinstance(obj, Agent) and {"trajectory", "tactic", "action"} & set(form.changed_data):
         services.agent_intent_publish(obj)  # the live view's drift card, at once
 

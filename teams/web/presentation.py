@@ -4,7 +4,7 @@ other, so a figure reads the same wherever the PM meets it (the live view's scri
 words the live updates the same way: teams/static/teams/live.js)."""
 
 from teams import drift, mesh
-from teams.budgets import WARN_PERCENT
+from teams.budgets import WARN_PERCENT, agent_spent
 from teams.drift import recommendation
 from teams.models import Agent
 
@@ -14,6 +14,12 @@ NOT_SET = "(not set)"
 BUDGET_WARNING_SHARE = WARN_PERCENT / 100
 BUDGET_WARNING = (
     "⚠ {percent}% of the {budget} budget used ({used} of {limit}); "
+    "the team pauses when it is reached."
+)
+# An agent's own cost budget (teams.budgets.agent_budget_check): said from its warning
+# until that budget changes.
+AGENT_BUDGET_WARNING = (
+    "⚠ {agent} has used {percent}% of its {limit} cost budget ({used}); "
     "the team pauses when it is reached."
 )
 
@@ -64,6 +70,25 @@ def budgets(team) -> dict:
         "turns_warn": "turn" in warned,
         "cost_warn": "cost" in warned,
     }
+
+
+def agent_budget_warnings(agents) -> list[tuple[str, str]]:
+    """(name, line) for each of `agents` told it has used 80% of its own cost budget;
+    only those cost a query (what they spent)."""
+    lines = []
+    for agent in agents:
+        limit = agent.max_cost_usd
+        if agent.cost_warned_at is None or not limit:
+            continue
+        used = agent_spent(agent)
+        line = AGENT_BUDGET_WARNING.format(
+            agent=agent.name,
+            percent=int(100 * used / limit),
+            used=f"${used:,.2f}",
+            limit=f"${limit:,.2f}",
+        )
+        lines.append((agent.name, line))
+    return lines
 
 
 def turn_figures(turn) -> dict | None:

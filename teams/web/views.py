@@ -38,9 +38,11 @@ from teams.models import (
     PMRequest,
 )
 from teams.web.presentation import (
+    AGENT_BUDGET_WARNING,
     BUDGET_WARNING,
     BUDGET_WARNING_SHARE,
     NOT_SET,
+    agent_budget_warnings,
     agent_drift,
     budgets,
     size_in_bytes,
@@ -105,6 +107,7 @@ def team_live(request, slug):
             "team": team,
             "conversation": conversation_rows,
             "budgets": budgets(team),
+            "agent_budget_warnings": agent_budget_warnings(agents),
             "post_limit": HUMAN_TEXT_LIMIT,
             "older_count": selectors.team_conversation(team=team).count() - len(transcript),
             "pm_request": selectors.team_open_pm_request(team=team),
@@ -136,6 +139,7 @@ def team_live(request, slug):
                 "csrf": get_token(request),
                 "post_limit": HUMAN_TEXT_LIMIT,
                 "budget_warning": BUDGET_WARNING,
+                "agent_budget_warning": AGENT_BUDGET_WARNING,
                 "budget_warning_share": BUDGET_WARNING_SHARE,
                 "file_url": reverse("team-file", args=[team.slug]),
                 "not_set": NOT_SET,
@@ -321,6 +325,12 @@ def team_run_again(request, slug):
     return redirect("team-live", slug=clone.slug)
 
 
+def _budget_warnings(team) -> list[str]:
+    """The team's budget warning lines, then its agents' own."""
+    agents = team.agents.filter(cost_warned_at__isnull=False)
+    return budgets(team)["warnings"] + [line for _, line in agent_budget_warnings(agents)]
+
+
 @staff_member_required
 def pm_inbox(request):
     return render(
@@ -333,9 +343,9 @@ def pm_inbox(request):
             "approval_choices": APPROVAL_CHOICES,
             # 80% of a budget used (teams.budgets): said here until the budget is raised.
             "budget_warnings": [
-                (team, budgets(team)["warnings"])
+                (team, warnings)
                 for team in selectors.budget_warned_teams(user=request.user)
-                if budgets(team)["warnings"]
+                if (warnings := _budget_warnings(team))
             ],
             # Agents in significant drift two turns running (teams.drift_alerts).
             "drift_alerts": drift_alerts.drifting(

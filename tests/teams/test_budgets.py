@@ -272,3 +272,96 @@ def test_the_api_and_the_inbox_refuse_other_digits(asked, team, pm):
     answered = api.post(f"/teams/alpha/pm-requests/{request.id}/answer", {"answer": "150"})
     assert answered.status_code == 200
     assert fresh(team).max_cost_usd == Decimal("150")
+
+
+# --- an agent's own cost budget warns too ----------------------------------------
+
+
+def agent_warnings():
+    return [d for d in deliveries("budget.warning") if "agent" in d]
+
+
+def test_an_agents_own_budget_warns_once_at_80_percent_naming_it(
+    team, agents, hooked, pm, messages_api
+):
+    """The coder's first turn takes it to 82.5% of its $1.00: the PM is told once, live
+    and by webhook, naming the coder; its next turn (still over 80%) tells nobody; a
+    cap raised through the budget request warns again at 80% of the new cap."""
+    from teams.models import Agent, LiveEvent
+    from tests.helpers import per_agent
+
+    free = text("Noted.", input_tokens=0, output_tokens=0)
+    coder = agents["coder"]
+    Agent.objects.filter(pk=coder.pk).update(max_cost_usd=Decimal("1.00"))
+    messages_api(
+        per_agent(
+            {
+                "coder": [text("Done.", input_tokens=270_000, output_tokens=1000)] + [free] * 5,
+                **{name: [free] * 5 for name in ("coach", "researcher", "reviewer")},
+            }
+        )
+    )
+    team_actions.team_start(team=fresh(team))
+    drain(team, limit=2)  # the coach and the researcher: nothing spent
+    assert deliveries("budget.warning") == []
+    drain(team, limit=1)  # the coder: $0.825 of its $1.00
+    warned = {"budget": "cost", "used": 0.825, "limit": 1.0, "percent": 82.5, "agent": "coder"}
+    assert deliveries("budget.warning") == [warned]  # the team's $5 budget: no warning
+    (live,) = LiveEvent.objects.filter(team=team, name="budget.warning")
+    assert {k: live.payload[k] for k in warned} == warned
+    assert live.payload["team"] == "alpha"
+    assert Agent.objects.get(pk=coder.pk).cost_warned_at is not None
+    page = client_for(pm).get("/pm/").content.decode()
+    assert "coder has used 82% of its $1.00 cost budget ($0.82)" in page
+    live_page = client_for(pm).get("/teams/alpha/").content.decode()
+    assert 'data-agent="coder">⚠ coder has used 82% of its $1.00 cost budget' in live_page
+
+    drain(team, limit=4)  # its next turn: still over 80%, told already
+    assert Turn.objects.filter(agent=coder, status=Turn.Status.DONE).count() == 2
+    assert deliveries("budget.warning") == [warned]
+
+    # The PM raises its cap through a budget request: 80% of the new cap warns again.
+    coder.refresh_from_db()
+    request = budgets.budget_stop(team=fresh(team), budget="cost", agent=coder)
+    pm_requests.pm_request_answer(request_id=request.id, answer="1.02", user=pm)
+    assert Agent.objects.get(pk=coder.pk).cost_warned_at is None
+    assert "Cost budget of coder raised from $1.00 to $1.02 by pm (alice)." in notes()
+    drain(team, limit=4)
+    assert Turn.objects.filter(agent=coder, status=Turn.Status.DONE).count() == 3
+    assert [(w["limit"], w["percent"]) for w in agent_warnings()] == [(1.0, 82.5), (1.02, 80.9)]
+
+
+def test_an_agent_without_a_budget_of_its_own_costs_no_query(team, agents):
+    """The check runs after every turn: an agent with no cap of its own is not even
+    measured (tests/teams/engine/test_history_kept.py counts a turn's statements)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    coder, team = agents["coder"], fresh(team)
+    assert coder.max_cost_usd is None
+    with CaptureQueriesContext(connection) as queries:
+        assert budgets.agent_budget_check(team, coder) is False
+    assert queries.captured_queries == []
+
+
+def test_an_agents_warning_is_taken_once_and_only_for_the_cap_measured(team, agents, hooked):
+    """Two finishes racing warn once (the conditional update); a finish that read the
+    cap before the PM changed it does not warn on the old cap."""
+    from teams.models import Agent
+    from tests.helpers import make_turn
+
+    coder = agents["coder"]
+    Agent.objects.filter(pk=coder.pk).update(max_cost_usd=Decimal("1.00"))
+    Turn.objects.filter(pk=make_turn(coder, number=1).pk).update(cost_usd=Decimal("0.90"))
+    stale = Agent.objects.get(pk=coder.pk)  # read before the PM raised the cap
+    Agent.objects.filter(pk=coder.pk).update(max_cost_usd=Decimal("2.00"))
+    assert budgets.agent_budget_check(fresh(team), stale) is False
+    assert Agent.objects.get(pk=coder.pk).cost_warned_at is None
+    first, second = Agent.objects.get(pk=coder.pk), Agent.objects.get(pk=coder.pk)
+    Agent.objects.filter(pk=coder.pk).update(max_cost_usd=Decimal("1.00"))
+    first.max_cost_usd = second.max_cost_usd = Decimal("1.00")
+    assert budgets.agent_budget_check(fresh(team), first) is True
+    assert budgets.agent_budget_check(fresh(team), second) is False
+    assert agent_warnings() == [
+        {"budget": "cost", "used": 0.9, "limit": 1.0, "percent": 90.0, "agent": "coder"}
+    ]

@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
+from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
-from teams.api.schemas.common import FromRow, In
+from teams.api.schemas.common import Dollars, FromRow, In
 from teams.event_payloads import QueryOut
 from teams.models import (
     AGENT_NAME_PATTERN,
     HUMAN_TEXT_LIMIT,
     AgentRole,
+)
+
+# An agent's own cost budget: what Agent.max_cost_usd holds (10 digits, 4 places),
+# above $0 as in the admin (teams.admin.forms.budget_formfield); none is null.
+AgentBudget = Annotated[Dollars, Field(gt=0, max_digits=10, decimal_places=4)]
+BUDGET_HELP = (
+    "The agent's own cost budget in USD, beside the team's; null: none (the team's "
+    "applies). At 80% the PM is warned once (budget.warning naming the agent); at the "
+    "cap the team pauses with a budget request."
 )
 
 
@@ -21,6 +32,7 @@ class AgentIn(In):
     model: str = Field("", max_length=100, description="Empty: the default model.")
     role_prompt: str = Field("", max_length=HUMAN_TEXT_LIMIT)
     position: int | None = Field(None, ge=0, le=10_000, description="Order in the rotation.")
+    max_cost_usd: AgentBudget | None = Field(None, description=BUDGET_HELP)
 
 
 class AgentPatch(In):
@@ -32,6 +44,9 @@ class AgentPatch(In):
     role_prompt: str = Field(None, max_length=HUMAN_TEXT_LIMIT)
     position: int = Field(None, ge=0, le=10_000)
     context_budget_tokens: int = Field(None, ge=1_000, le=10_000_000)
+    max_cost_usd: AgentBudget | None = Field(
+        None, description=BUDGET_HELP + " Null clears it; not given: unchanged."
+    )
 
 
 class AgentOut(FromRow):
@@ -42,12 +57,19 @@ class AgentOut(FromRow):
     role_prompt: str
     position: int
     context_budget_tokens: int
+    max_cost_usd: str | None = Field(description=BUDGET_HELP)
     turns: int
     drift_score: int
     trajectory: str
     tactic: str
     action: str
     created_at: datetime
+
+    @field_validator("max_cost_usd", mode="before")
+    @classmethod
+    def _dollars(cls, value):
+        """Four places, as a team's max_cost_usd."""
+        return f"{Decimal(value):.4f}" if value is not None else None
 
 
 class ContextMessageOut(BaseModel):

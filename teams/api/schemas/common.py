@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+import re
+from decimal import Decimal
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 
 class FromRow(BaseModel):
@@ -40,3 +44,15 @@ def responses(ok: dict, *errors: int) -> dict:
     for code in (401, 403, 422, 429, *errors):
         documented[code] = ValidationErrorOut if code == 422 else ErrorOut
     return documented
+
+
+def _ascii_dollars(value):
+    """A budget given as text has ASCII digits and at most one decimal point: "١٥٠"
+    is refused, not read as 150 (a JSON number is ASCII already)."""
+    if isinstance(value, str) and not re.fullmatch(r"[0-9]+(\.[0-9]*)?|\.[0-9]+", value, re.ASCII):
+        raise ValueError("write the budget with the digits 0-9 and at most one decimal point")
+    return value
+
+
+# A budget in dollars (a team's, an agent's): what Team/Agent.max_cost_usd hold.
+Dollars = Annotated[Decimal, BeforeValidator(_ascii_dollars)]

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field
+from pydantic import BaseModel, Field
 
 from teams import lifecycle, phase_guide
 from teams.api.schemas.agents import AgentIn, AgentOut
-from teams.api.schemas.common import In
+from teams.api.schemas.common import Dollars, In
 from teams.models import (
     HUMAN_TEXT_LIMIT,
     MAX_PHASES,
@@ -58,17 +57,6 @@ PASS_ROUNDS_HELP = (
 PHASE_TURNS_HELP = (
     "Stuck: a phase that has taken this many turns opens a stuck request (default 60; 0: no limit)."
 )
-
-
-def _ascii_dollars(value):
-    """A budget given as text has ASCII digits and at most one decimal point: "١٥٠"
-    is refused, not read as 150 (a JSON number is ASCII already)."""
-    if isinstance(value, str) and not re.fullmatch(r"[0-9]+(\.[0-9]*)?|\.[0-9]+", value, re.ASCII):
-        raise ValueError("write the budget with the digits 0-9 and at most one decimal point")
-    return value
-
-
-Dollars = Annotated[Decimal, BeforeValidator(_ascii_dollars)]
 
 
 class ToolAccess(BaseModel):

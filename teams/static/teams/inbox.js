@@ -121,8 +121,11 @@
     li.dataset.team = w.team;
     const link = el("a", "", w.team);
     link.href = cfg.team_url.replace("SLUG", encodeURIComponent(w.team));
-    li.append(link, document.createTextNode(
-      `: ⚠ ${Math.floor(w.percent)}% of the ${which} budget used (${shown(w.used)} of ${shown(w.limit)}).`));
+    // An agent's own cost budget names the agent (the team's budgets have no `agent`).
+    const line = w.agent
+      ? `${w.agent} has used ${Math.floor(w.percent)}% of its ${shown(w.limit)} cost budget (${shown(w.used)}).`
+      : `${Math.floor(w.percent)}% of the ${which} budget used (${shown(w.used)} of ${shown(w.limit)}).`;
+    li.append(link, document.createTextNode(`: ⚠ ${line}`));
     list.append(li);
   }
 

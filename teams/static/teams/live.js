@@ -176,6 +176,26 @@
     });
   }
 
+  // An agent's own cost budget at 80% (budget.warning naming it; the team's budgets
+  // are said from the status above): one line per agent, worded by the server's template.
+  function showAgentBudgetWarning(w) {
+    if (!w.agent) return;
+    const dollars = (n) =>
+      `$${Number(n).toLocaleString("en", {minimumFractionDigits: 2, maximumFractionDigits: 2})}`;
+    const list = $("agent-budget-warnings");
+    let li = list.querySelector(`li[data-agent="${CSS.escape(w.agent)}"]`);
+    if (!li) {
+      li = el("li", "budget-warning");
+      li.dataset.agent = w.agent;
+      list.append(li);
+    }
+    li.textContent = cfg.agent_budget_warning
+      .replace("{agent}", w.agent)
+      .replace("{percent}", Math.floor((100 * w.used) / w.limit))
+      .replace("{limit}", dollars(w.limit))
+      .replace("{used}", dollars(w.used));
+  }
+
   // Catch-up is bounded: say how many earlier updates (events) are missing.
   function showOmitted(count) {
     let note = $("catch-up-note");
@@ -363,6 +383,7 @@
     "query.expired": (e) => showQuery(e.query),
     // Steering (teams.steering): the roster marks the chosen speaker until it speaks.
     "steer.next_speaker": (e) => markNextSpeaker(e.agent),
+    "budget.warning": showAgentBudgetWarning,
     "drift.alert": (e) => {
       const li = el("li", "drift-flag drift-alert", `⚠ ${e.text}`);
       li.dataset.agent = e.agent;

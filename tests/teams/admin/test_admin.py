@@ -1,4 +1,5 @@
 import re
+from decimal import Decimal
 
 import pytest
 from django.contrib import admin
@@ -7,6 +8,7 @@ from django.utils.timezone import now
 
 from teams import mcp_servers, pm_requests, questions, services, webhooks, workspace
 from teams.models import (
+    Agent,
     ApiToken,
     ConsultantProfile,
     Keeper,
@@ -526,6 +528,20 @@ def test_an_agents_budget_is_ascii_dollars_above_zero(admin_client, team, agents
     assert admin_client.post(url, data).status_code == 302
     agents["coder"].refresh_from_db()
     assert str(agents["coder"].max_cost_usd) == "7.5000"
+
+
+def test_an_agents_budget_changed_in_the_admin_warns_again(admin_client, agents):
+    """As through the API: a new cap re-arms the agent's 80% warning; saving the page
+    with the same cap does not."""
+    coder = agents["coder"]
+    Agent.objects.filter(pk=coder.pk).update(max_cost_usd=Decimal("1.00"), cost_warned_at=now())
+    url = reverse("admin:teams_agent_change", args=[coder.pk])
+    data = form_data(admin_client.get(url))
+    assert admin_client.post(url, {**data, "role_prompt": "Be brief."}).status_code == 302
+    assert Agent.objects.get(pk=coder.pk).cost_warned_at is not None
+    assert admin_client.post(url, {**data, "max_cost_usd": "2.00"}).status_code == 302
+    raised = Agent.objects.get(pk=coder.pk)
+    assert raised.max_cost_usd == Decimal("2") and raised.cost_warned_at is None
 
 
 def test_a_teams_budget_in_the_admin_is_ascii_dollars_too(admin_client, team):
