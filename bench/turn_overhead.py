@@ -58,7 +58,10 @@ def main():
 
     call_command("migrate", verbosity=0)
     from teams import pm_requests, selectors, services, team_actions
-    from teams.engine import loop
+    from teams.engine import loop, worker
+
+    # Events go out through an event loop of the process, as a worker's do.
+    worker.start_send_loop()
     from teams.engine.offline import OfflineProvider as OfflineModel
     from teams.models import Team, Turn
 
@@ -100,7 +103,7 @@ def main():
     def count_statement(execute, sql, params, many, context):
         statements[0] += 1
         if len(durations) == args.turns // 2:
-            shown_sql.append(sql)
+            shown_sql.append((sql, _caller()))
         return execute(sql, params, many, context)
 
     profiler = None
@@ -144,8 +147,8 @@ def main():
         profiler.dump_stats(args.profile)
     if args.show_sql:
         print(f"the SQL statements of turn {args.turns // 2 + 1} ({len(shown_sql)}):")
-        for sql in shown_sql:
-            print("  ", sql[:200])
+        for sql, caller in shown_sql:
+            print(f"   {caller:<40} {sql[:150]}")
     first, last = summary(durations[:100]), summary(durations[-100:])
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     from django.conf import settings
@@ -199,6 +202,17 @@ def _replay(self, *, model, system, messages, tools, max_tokens=0, on_text=None)
             input_tokens=sum(len(str(m["content"])) for m in messages) // 4, output_tokens=12
         ),
     )
+
+
+def _caller() -> str:
+    """The innermost frame of Loom's own code that ran a statement (file:line function)."""
+    import traceback
+
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        if "/teams/" in frame.filename or "/tools/" in frame.filename:
+            where = str(Path(frame.filename).relative_to(ROOT))
+            return f"{where}:{frame.lineno} {frame.name}"
+    return "?"
 
 
 def _calibrate() -> float:

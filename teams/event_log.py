@@ -2,20 +2,22 @@
 it from the database (teams.live.consumers).
 
 Every event published to a team's socket gets the next number of the team's sequence
-(`Team.event_seq`), in the transaction that commits the change it announces: an
-`UPDATE ... SET event_seq = event_seq + 1` that also writes the event's row. The
-UPDATE locks the team's row until the commit (the lock `services.team_lock` takes, so
-no new lock order), so a team's events commit in the order of their numbers: when
-number n is committed, every number below it is too, and a socket that sees n+1 after
-n-1 may read n from the database at once. The newest LIVE_EVENTS_KEPT of a team are
-kept; older ones are counted as left out when a catch-up would need them."""
+(`Team.event_seq`), in the transaction that commits the change it announces, by one
+statement that moves the counter on and writes the event's row (on SQLite an INSERT
+and a trigger). Moving the counter locks the team's row until the commit (the lock
+`services.team_lock` takes, so no new lock order), so a team's events commit in the
+order of their numbers: when number n is committed, every number below it is too, and
+a socket that sees n+1 after n-1 may read n from the database at once. The newest
+LIVE_EVENTS_KEPT of a team are kept; older ones are counted as left out when a
+catch-up would need them."""
 
 from __future__ import annotations
 
 import json
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Count, Q
+from django.utils import timezone
 
 from teams.models import LiveEvent, Team
 
@@ -25,44 +27,41 @@ PRUNE_EVERY = 250
 
 
 def live_event_record(*, team_id: int, name: str, wire: dict, private_to: int | None) -> int:
-    """Number the event and keep it, in the current transaction (or one of its own);
-    its sequence number."""
-    with transaction.atomic(savepoint=False):
-        seq = _next_seq_and_insert(team_id, name, wire, private_to)
-        if seq % PRUNE_EVERY == 0 and seq > LIVE_EVENTS_KEPT:
-            LiveEvent.objects.filter(team_id=team_id, seq__lte=seq - LIVE_EVENTS_KEPT).delete()
+    """Number the event and keep it, in the current transaction (or on its own: one
+    statement); its sequence number."""
+    seq = _next_seq_and_insert(team_id, name, wire, private_to)
+    if seq % PRUNE_EVERY == 0 and seq > LIVE_EVENTS_KEPT:
+        LiveEvent.objects.filter(team_id=team_id, seq__lte=seq - LIVE_EVENTS_KEPT).delete()
     return seq
 
 
 def _next_seq_and_insert(team_id: int, name: str, wire: dict, private_to: int | None) -> int:
+    """One statement: the team's counter moved on (its row locked until the commit)
+    and the event's row written."""
     team_table = connection.ops.quote_name(Team._meta.db_table)
+    event_table = connection.ops.quote_name(LiveEvent._meta.db_table)
+    columns = "(team_id, seq, name, payload, private_to, created_at)"
     if connection.vendor == "postgresql":
-        # One statement: the team's counter (row locked until the commit) and the row.
-        event_table = connection.ops.quote_name(LiveEvent._meta.db_table)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"WITH s AS (UPDATE {team_table} SET event_seq = event_seq + 1 WHERE id = %s"
-                f" RETURNING id, event_seq) INSERT INTO {event_table}"
-                " (team_id, seq, name, payload, private_to, created_at)"
-                " SELECT id, event_seq, %s, %s::jsonb, %s, now() FROM s RETURNING seq",
-                [team_id, name, json.dumps(wire), private_to],
-            )
-            row = cursor.fetchone()
-        if row is None:
-            raise Team.DoesNotExist(f"No team {team_id} to publish to.")
-        return row[0]
-    # SQLite (one writer at a time): the counter, then the row.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {team_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq",
-            [team_id],
+        sql = (
+            f"WITH s AS (UPDATE {team_table} SET event_seq = event_seq + 1 WHERE id = %s"
+            f" RETURNING id, event_seq) INSERT INTO {event_table} {columns}"
+            " SELECT id, event_seq, %s, %s::jsonb, %s, now() FROM s RETURNING seq"
         )
+        params = [team_id, name, json.dumps(wire), private_to]
+    else:
+        # SQLite, one writer at a time: the row takes the counter's next number, and a
+        # trigger (migration 0022) moves the counter on.
+        now = connection.ops.adapt_datetimefield_value(timezone.now())
+        sql = (
+            f"INSERT INTO {event_table} {columns} SELECT id, event_seq + 1, %s, %s, %s, %s"
+            f" FROM {team_table} WHERE id = %s RETURNING seq"
+        )
+        params = [name, json.dumps(wire), private_to, now, team_id]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
         raise Team.DoesNotExist(f"No team {team_id} to publish to.")
-    LiveEvent.objects.create(
-        team_id=team_id, seq=row[0], name=name, payload=wire, private_to=private_to
-    )
     return row[0]
 
 

@@ -220,9 +220,34 @@ def team_done_check(team: Team) -> None:
         )
 
 
-def team_lock(team: Team) -> Team:
-    """The team's row, locked until the transaction ends, as it is now."""
-    return Team.objects.select_for_update().get(pk=team.pk)
+def team_lock(team: Team, *, add: dict | None = None) -> Team:
+    """The team's row, locked until the transaction ends, as it is now; with `add`
+    ({counter: amount}) the amounts are added first, in the same statement (an
+    UPDATE locks the row as SELECT ... FOR UPDATE does)."""
+    add = {field: amount for field, amount in (add or {}).items() if amount}
+    if not add:
+        return Team.objects.select_for_update().get(pk=team.pk)
+    return _update_returning(
+        Team.objects.filter(pk=team.pk), **{f: F(f) + amount for f, amount in add.items()}
+    )
+
+
+def _update_returning(queryset, **values):
+    """queryset.update(**values) of one row, and the row as it is after it, in one
+    statement (UPDATE ... RETURNING, which SQLite and PostgreSQL both speak)."""
+    from django.db import connections
+    from django.db.models.sql import UpdateQuery
+
+    model, connection = queryset.model, connections[queryset.db]
+    query = queryset.query.chain(UpdateQuery)
+    query.add_update_values(values)
+    sql, params = query.get_compiler(queryset.db).as_sql()
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in model._meta.concrete_fields)
+    # raw() reads the RETURNING row through the fields' converters, as a query would.
+    rows = list(model.objects.raw(f"{sql} RETURNING {columns}", params))
+    if len(rows) != 1:
+        raise model.DoesNotExist(f"No {model.__name__} row to update.")
+    return rows[0]
 
 
 @transaction.atomic

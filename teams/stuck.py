@@ -142,6 +142,8 @@ def stuck_check(*, team: Team, turn: Turn) -> PMRequest | None:
     is running, has no request open and one of the checks holds."""
     if team.status != Team.Status.RUNNING:
         return None
+    if not (team.max_exchanges or team.max_pass_rounds or team.max_phase_turns):
+        return None  # every check is off: nothing to read
     if PMRequest.objects.filter(team=team, status=PMRequest.Status.OPEN).exists():
         return None
     reason = stuck_reason(team, turn=turn)

@@ -7,6 +7,8 @@ once; its finish is one transaction that logs the outcome and hands the floor on
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -16,6 +18,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from teams import budgets, drift, drift_alerts, events, services, stuck, webhooks
+from teams.catalog import Usage
 from teams.event_payloads import TeamStatusOut, TurnOut
 from teams.lifecycle import TeamAction
 from teams.models import (
@@ -23,10 +26,12 @@ from teams.models import (
     Agent,
     Message,
     PMRequest,
+    Replay,
     Team,
     Turn,
     WebhookEvent,
 )
+from teams.usage import turn_add_usage, turn_usage_fields
 
 log = logging.getLogger("loom.turns")
 
@@ -193,13 +198,22 @@ def turns_renew_leases(*, worker: str, turn_ids) -> int:
     )
 
 
-def turn_claim(turn_id: int, worker: str) -> Turn | None:
-    """Take a queued turn. Exactly one of any number of racing workers gets it."""
+def turn_claim(
+    turn_id: int, worker: str, *, replay_runs_it: bool = False, annotate: dict | None = None
+) -> Turn | None:
+    """Take a queued turn. Exactly one of any number of racing workers gets it, and
+    none while a replay runs its team (teams.engine.replay answers its model calls),
+    unless `replay_runs_it` (the replay's own run). `annotate`: expressions read with
+    the turn (teams.engine.prompts: what building its request needs)."""
     now = timezone.now()
     # The context snapshot is fixed at the first claim: a resumed turn sees what
     # the first attempt saw.
     newest = Message.objects.filter(team_id=OuterRef("team_id")).order_by("-id").values("id")[:1]
-    claimed = Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED).update(
+    queued = Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED)
+    if not replay_runs_it:  # in the claim's own statement: no read before it
+        replays = Replay.objects.filter(team_id=OuterRef("team_id"), status=Replay.Status.RUNNING)
+        queued = queued.exclude(Exists(replays))
+    claimed = queued.update(
         status=Turn.Status.RUNNING,
         claimed_by=worker,
         lease_expires_at=now + lease(),
@@ -209,7 +223,7 @@ def turn_claim(turn_id: int, worker: str) -> Turn | None:
     )
     if not claimed:
         return None
-    turn = Turn.objects.select_related("team", "agent").get(pk=turn_id)
+    turn = Turn.objects.select_related("team", "agent").annotate(**(annotate or {})).get(pk=turn_id)
     chosen = turn.team.next_speaker_id == turn.agent_id
     if chosen and turn.purpose == Turn.Purpose.CONVERSATION:  # the PM's choice, used
         Team.objects.filter(pk=turn.team_id, next_speaker=turn.agent_id).update(next_speaker=None)
@@ -264,7 +278,16 @@ def _turn_log(turn: Turn, text: str, outcome, reason: str):
     return outcome
 
 
-@transaction.atomic
+@dataclass(frozen=True)
+class FinalCall:
+    """The model call that ended a turn (its reply made no tool call): its step is
+    written and its usage counted in the finish's transaction, not one of its own."""
+
+    record: Callable[[], None]  # writes the call's TurnStep
+    model: str
+    usage: Usage
+
+
 def turn_finish(
     *,
     turn: Turn,
@@ -272,24 +295,42 @@ def turn_finish(
     text: str,
     outcome: Turn.Outcome | None = None,
     reason: str = "",
+    final_call: FinalCall | None = None,
 ) -> bool:
     """Log the turn's outcome in the conversation and hand over the floor, at once.
 
     `outcome` is how a tool (pass, PM request, phase complete) or the step limit
     (message) ended the turn, None when the model simply stopped: then its text is
     the message, and no text at all is a pass. False when the lease was lost to
-    another worker, which then logs the turn itself."""
+    another worker, which then logs the turn itself (the final call's tokens still
+    count: it was made)."""
+    finished = _turn_finish(
+        turn=turn, worker=worker, text=text, outcome=outcome, reason=reason, final_call=final_call
+    )
+    if not finished and final_call is not None:
+        turn_add_usage(turn=turn, model=final_call.model, usage=final_call.usage)
+    return finished
+
+
+@transaction.atomic
+def _turn_finish(*, turn, worker, text, outcome, reason, final_call) -> bool:
     agent, team = turn.agent, turn.team
+    if final_call is not None:
+        final_call.record()
     outcome = _turn_log(turn, text, outcome, reason)
     finished_at = timezone.now()
     agent.turns += 1  # as counted below, so the score includes this turn
     turn.drift_score = drift.score(agent)
+    usage, cost = {}, 0
+    if final_call is not None:
+        usage, cost = turn_usage_fields(turn=turn, model=final_call.model, usage=final_call.usage)
     owned = _still_mine(turn, worker).update(
         status=Turn.Status.DONE,
         outcome=outcome,
         finished_at=finished_at,
         lease_expires_at=None,
         drift_score=turn.drift_score,
+        **usage,
     )
     if not owned:
         transaction.set_rollback(True)
@@ -297,9 +338,8 @@ def turn_finish(
         return False
     turn.status, turn.outcome, turn.finished_at = Turn.Status.DONE, outcome, finished_at
     Agent.objects.filter(pk=agent.pk).update(turns=F("turns") + 1, drift_score=turn.drift_score)
-    if turn.purpose == Turn.Purpose.CONVERSATION:
-        Team.objects.filter(pk=team.pk).update(turn_count=F("turn_count") + 1)
-    team = services.team_lock(team)
+    counted = 1 if turn.purpose == Turn.Purpose.CONVERSATION else 0
+    team = services.team_lock(team, add={"turn_count": counted, "spent_usd": cost})
     _turn_finished_publish(turn, team)
     budgets.budget_check(team)  # 80% of a budget used: the PM is told, once
     budgets.agent_budget_check(team, agent)  # and of the agent's own (no query without one)

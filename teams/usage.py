@@ -1,11 +1,39 @@
 """Token and cost accounting: every model call is added to its turn and its team."""
 
+from decimal import Decimal
+
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from teams.catalog import Usage, cost_of
 from teams.models import ModelCall, Team, Turn
+
+
+def turn_usage_fields(
+    *, turn: Turn, model: str, usage: Usage, renew_lease=None, is_turn_model: bool = True
+) -> tuple[dict, Decimal]:
+    """The turn's UPDATE fields that add a call's tokens and cost, and the cost; the
+    caller's copy of the turn is kept in step (the turn.finished event reports it).
+    Apart from turn_add_usage, a turn's last call is counted in the finish's own
+    UPDATE (teams.turns.turn_finish)."""
+    cost = cost_of(model, usage)
+    fields = dict(
+        input_tokens=F("input_tokens") + usage.input_tokens,
+        output_tokens=F("output_tokens") + usage.output_tokens,
+        cache_creation_tokens=F("cache_creation_tokens") + usage.cache_creation_tokens,
+        cache_read_tokens=F("cache_read_tokens") + usage.cache_read_tokens,
+        cost_usd=F("cost_usd") + cost,
+    )
+    if is_turn_model:
+        fields["model"] = model
+        turn.model = model
+    if renew_lease is not None:
+        fields["lease_expires_at"] = timezone.now() + renew_lease
+    for field, value in usage.as_fields().items():
+        setattr(turn, field, getattr(turn, field) + value)
+    turn.cost_usd += cost
+    return fields, cost
 
 
 # No savepoint when nested (the agent loop's step transaction): a failure here
@@ -17,25 +45,10 @@ def turn_add_usage(
     """Add a call's tokens and cost to the turn and its team. A call to another model
     made during the turn (a consultant) has `is_turn_model` false: the turn keeps
     speaking with its own model."""
-    cost = cost_of(model, usage)
-    fields = dict(
-        input_tokens=F("input_tokens") + usage.input_tokens,
-        output_tokens=F("output_tokens") + usage.output_tokens,
-        cache_creation_tokens=F("cache_creation_tokens") + usage.cache_creation_tokens,
-        cache_read_tokens=F("cache_read_tokens") + usage.cache_read_tokens,
-        cost_usd=F("cost_usd") + cost,
+    fields, cost = turn_usage_fields(
+        turn=turn, model=model, usage=usage, renew_lease=renew_lease, is_turn_model=is_turn_model
     )
-    if is_turn_model:
-        fields["model"] = model
-    if renew_lease is not None:
-        fields["lease_expires_at"] = timezone.now() + renew_lease
     Turn.objects.filter(pk=turn.pk).update(**fields)
-    # Keep the caller's copy in step too (the turn.finished event reports it).
-    if is_turn_model:
-        turn.model = model
-    for field, value in usage.as_fields().items():
-        setattr(turn, field, getattr(turn, field) + value)
-    turn.cost_usd += cost
     if cost:
         Team.objects.filter(pk=turn.team_id).update(spent_usd=F("spent_usd") + cost)
 

@@ -28,7 +28,6 @@ from teams.models import (
     Message,
     ModelCall,
     PMRequest,
-    Replay,
     Team,
     Turn,
     TurnStep,
@@ -49,12 +48,7 @@ DELTA_FLUSH_SECONDS = 0.1
 def run_turn(turn_id: int, worker: str) -> Turn | None:
     """Claim and run a turn; None when another worker has it, or when a replay runs
     its team (teams.engine.replay answers its model calls; no worker may)."""
-    if (
-        replaying.get() is None
-        and Replay.objects.filter(team__turn_set=turn_id, status=Replay.Status.RUNNING).exists()
-    ):
-        return None
-    turn = turns.turn_claim(turn_id, worker)
+    turn = turns.turn_claim(turn_id, worker, replay_runs_it=replaying.get() is not None)
     if turn is None:
         return None
     with telemetry.turn_span(turn) as span:  # invoke_agent <agent>
@@ -209,6 +203,7 @@ def execute(turn: Turn, worker: str) -> None:
     next_index = len(steps)
     relay = _TextRelay(turn)
     ended: TurnEnd | None = None
+    final_call = None  # the call that ended the turn, kept with its finish
 
     while True:
         if last_model is not None:
@@ -270,9 +265,10 @@ def execute(turn: Turn, worker: str) -> None:
             _end_over_budget(turn, worker, replies)
             return
         claimed = False
-        reply = _ask_model(turn, worker, request, relay, next_index)
+        reply = _ask_model(turn, worker, request, relay)
         if reply is None:
             return
+        final_call = _recorded_call(turn, request, reply, next_index)
         next_index += 1
         model_calls += 1
         messages.append({"role": "assistant", "content": reply.content})
@@ -285,6 +281,7 @@ def execute(turn: Turn, worker: str) -> None:
         text=_said(replies),
         outcome=ended.outcome if ended else None,
         reason=ended.reason if ended else "",
+        final_call=final_call,
     )
 
 
@@ -371,9 +368,9 @@ def _replay(steps: list[TurnStep], messages: list[dict]):
     return last_model, replies, results, model_calls
 
 
-def _ask_model(turn: Turn, worker: str, request: dict, relay: _TextRelay, index: int):
-    """One model call, kept as the turn's step with its request and usage; None when
-    it failed (the turn is failed then, and the team paused)."""
+def _ask_model(turn: Turn, worker: str, request: dict, relay: _TextRelay):
+    """One model call; None when it failed (the turn is failed then, and the team
+    paused)."""
     try:
         with telemetry.chat(
             model=turn.model,
@@ -395,18 +392,29 @@ def _ask_model(turn: Turn, worker: str, request: dict, relay: _TextRelay, index:
         turns.turn_fail(turn=turn, worker=worker, error=exc.message)
         return None
     relay.flush()
-    with transaction.atomic():
-        TurnStep.objects.create(
-            turn=turn,
-            index=index,
-            kind=TurnStep.Kind.MODEL,
-            content=reply.content,
-            request=request_pack(request),
-            request_digest=request_digest(request),
-            **reply.usage.as_fields(),
-        )
-        turn_add_usage(turn=turn, model=reply.model, usage=reply.usage, renew_lease=turns.lease())
     return reply
+
+
+def _recorded_call(turn: Turn, request: dict, reply, index: int) -> turns.FinalCall | None:
+    """Keep a model call as the turn's step, with its request and usage. A reply that
+    calls no tool ends the turn: it is kept in the finish's transaction (returned);
+    one that calls tools is kept now, before they run."""
+    record = partial(
+        TurnStep.objects.create,
+        turn=turn,
+        index=index,
+        kind=TurnStep.Kind.MODEL,
+        content=reply.content,
+        request=request_pack(request),
+        request_digest=request_digest(request),
+        **reply.usage.as_fields(),
+    )
+    if not any(b.get("type") == "tool_use" for b in reply.content):
+        return turns.FinalCall(record=record, model=reply.model, usage=reply.usage)
+    with transaction.atomic():
+        record()
+        turn_add_usage(turn=turn, model=reply.model, usage=reply.usage, renew_lease=turns.lease())
+    return None
 
 
 def _said(replies: list[list[dict]]) -> str:
