@@ -324,3 +324,32 @@ def test_the_step_limit_ends_a_turn_as_a_message_not_a_pass(team, messages_api):
     (turn,) = drain(team, limit=1)
     assert turn.outcome == Turn.Outcome.MESSAGE and turn.steps.count() == 2 * loop.MAX_STEPS
     assert not Message.objects.filter(kind="pass_note").exists()
+
+
+def test_a_turn_that_lost_its_lease_during_its_last_call_still_counts_the_call(
+    team, messages_api, monkeypatch
+):
+    """The call that ends a turn is kept with the turn's finish; when the sweeper gave
+    the turn to another worker meanwhile, the result is dropped, but the call was
+    made: its tokens and cost stay on the turn and the team."""
+    messages_api(per_agent({"coach": [text("Hello, team.", input_tokens=300, output_tokens=40)]}))
+    team_actions.team_start(team=team)
+    turn = Turn.objects.get(team=team, status=Turn.Status.QUEUED)
+    ask = loop._ask_model
+
+    def ask_then_lose_the_lease(turn, worker, request, relay):
+        reply = ask(turn, worker, request, relay)
+        Turn.objects.filter(pk=turn.pk).update(claimed_by="worker-2")
+        return reply
+
+    monkeypatch.setattr(loop, "_ask_model", ask_then_lose_the_lease)
+    loop.run_turn(turn.id, "worker-1")
+
+    turn.refresh_from_db()
+    team.refresh_from_db()
+    assert (turn.status, turn.claimed_by) == (Turn.Status.RUNNING, "worker-2")
+    assert (turn.input_tokens, turn.output_tokens) == (300, 40)
+    assert turn.cost_usd > 0 and team.spent_usd == turn.cost_usd
+    # worker-2 runs the turn: nothing of worker-1's result is logged or replayed
+    assert not Message.objects.filter(turn=turn).exists()
+    assert not TurnStep.objects.filter(turn=turn).exists()
