@@ -24,7 +24,8 @@ Teams are started through the REST API, as a program would.
 
 Run: .venv/bin/python bench/throughput.py [--teams 16] [--seconds 20] [--latency 0.5]
      .venv/bin/python bench/throughput.py --teams 64 --workers 2 \\
-         --postgres postgres://postgres@127.0.0.1:5432/test --redis redis://127.0.0.1:6379/5
+         --postgres postgres://postgres@127.0.0.1:5432/test --redis redis://127.0.0.1:6379/5 \\
+         [--layer pubsub]
      .venv/bin/python bench/throughput.py --idle --seconds 30 [--postgres ... --redis ...]
 """
 
@@ -85,6 +86,12 @@ def main():
     parser.add_argument(
         "--idle", action="store_true", help="start no team: each process's CPU when idle"
     )
+    parser.add_argument(
+        "--layer",
+        choices=["core", "pubsub"],
+        default="core",
+        help="scaled out: channels-redis's default layer (core) or RedisPubSubChannelLayer",
+    )
     args = parser.parse_args()
     if bool(args.postgres) != bool(args.redis):
         parser.error("the scaled-out layout needs both --postgres and --redis")
@@ -103,6 +110,8 @@ def main():
     if args.postgres:
         env["LOOM_DATABASE_URL"] = fresh_postgres(args.postgres, args.bench_db)
         env["LOOM_REDIS_URL"] = args.redis
+        if args.layer == "pubsub":
+            env["DJANGO_SETTINGS_MODULE"] = "bench.pubsub_settings"
     os.environ.update(env)
 
     from tests.fakes.messages_api import FakeMessagesAPI, text
@@ -329,7 +338,8 @@ def report(args, calls, window_start, window_end, wall_start, wall_end) -> None:
     limit = args.teams / args.latency
     rate = in_window / seconds
     layout = (
-        f"scaled out: PostgreSQL + Redis, 1 daphne, {args.workers} runworker, 1 sweep"
+        f"scaled out: PostgreSQL + Redis ({args.layer} layer), 1 daphne, "
+        f"{args.workers} runworker, 1 sweep"
         if args.postgres
         else "embedded: one manage.py serve on SQLite"
     )

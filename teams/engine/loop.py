@@ -4,7 +4,8 @@ Call the model, run the tool calls, feed the results back, repeat until the mode
 ends its turn, a tool's result ends it (a TurnEnd value: pass, ask the PM, phase
 complete) or the step limit is hit. Every model response and every tool result is
 a TurnStep written as it happens, the tool's TurnEnd with it, so a turn picked up
-again after a crash replays its steps instead of repeating model or tool calls."""
+again after a crash replays its steps instead of repeating model or tool calls (the
+response that ends the turn is written with the turn's finish, in its transaction)."""
 
 from __future__ import annotations
 
