@@ -15,7 +15,9 @@ import zlib
 from teams.errors import NotFound
 from teams.models import Team, Turn, TurnStep
 
-LEVEL = 6
+# zlib's fastest level: a 72 KB request packs in 0.11 ms instead of 0.24 ms (level 6),
+# 7% larger. Every model call packs its request, and it grows with the history.
+LEVEL = 1
 
 
 def request_pack(request: dict) -> bytes:

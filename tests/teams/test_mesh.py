@@ -2,7 +2,6 @@
 plan and where anchors come from."""
 
 import pytest
-from django.db import connection
 
 from teams import mesh, team_actions
 from teams.errors import InvalidInput
@@ -84,10 +83,9 @@ def test_agent_phase_begin_declares_once_per_phase(team, agents, django_assert_n
         turns=5, tactic="old tactic", action="old action", trajectory_phase="before"
     )
     coder = Agent.objects.get(pk=agents["coder"].pk)
-    # One update, and the numbering of its live event (agent.intent): one statement on
-    # PostgreSQL, two on SQLite (teams.event_log).
-    numbering = 1 if connection.vendor == "postgresql" else 2
-    with django_assert_num_queries(1 + numbering):
+    # One update, and its live event (agent.intent) numbered and kept in one statement
+    # (teams.event_log).
+    with django_assert_num_queries(2):
         mesh.agent_phase_begin(agent=coder, team=team, phase="planning")
     stored = Agent.objects.get(pk=coder.pk)
     for row in (coder, stored):
