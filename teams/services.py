@@ -10,8 +10,9 @@ import re
 import secrets
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import F
+from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
 from teams import drift, events, lifecycle
@@ -235,9 +236,6 @@ def team_lock(team: Team, *, add: dict | None = None) -> Team:
 def _update_returning(queryset, **values):
     """queryset.update(**values) of one row, and the row as it is after it, in one
     statement (UPDATE ... RETURNING, which SQLite and PostgreSQL both speak)."""
-    from django.db import connections
-    from django.db.models.sql import UpdateQuery
-
     model, connection = queryset.model, connections[queryset.db]
     query = queryset.query.chain(UpdateQuery)
     query.add_update_values(values)
