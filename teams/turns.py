@@ -193,7 +193,7 @@ def turns_renew_leases(*, worker: str, turn_ids) -> int:
     )
 
 
-def turn_claim(turn_id: int, worker: str) -> Turn | None:
+def turn_claim(turn_id: int, worker: str, annotate: dict | None = None) -> Turn | None:
     """Take a queued turn. Exactly one of any number of racing workers gets it."""
     now = timezone.now()
     # The context snapshot is fixed at the first claim: a resumed turn sees what
@@ -209,7 +209,7 @@ def turn_claim(turn_id: int, worker: str) -> Turn | None:
     )
     if not claimed:
         return None
-    turn = Turn.objects.select_related("team", "agent").get(pk=turn_id)
+    turn = Turn.objects.select_related("team", "agent").annotate(**(annotate or {})).get(pk=turn_id)
     chosen = turn.team.next_speaker_id == turn.agent_id
     if chosen and turn.purpose == Turn.Purpose.CONVERSATION:  # the PM's choice, used
         Team.objects.filter(pk=turn.team_id, next_speaker=turn.agent_id).update(next_speaker=None)
