@@ -28,6 +28,7 @@ from teams.event_payloads import ConsultationBatchOut
 from teams.models import Agent, ConsultantProfile, Consultation, Team, Turn
 from teams.selectors import team_consultation_batch
 from teams.services import text_check, without_nul
+from teams.stamps import RowsJson
 from teams.usage import team_add_usage, turn_add_usage
 
 TASK_TYPES = ("plan", "debug", "explain", "question", "fix", "explore", "general")
@@ -458,6 +459,18 @@ def consultation_of(team: Team, consultation_id: int) -> Consultation:
 def profiles_enabled(team: Team) -> list[ConsultantProfile]:
     """The consultant profiles the team's agents may ask: those the team has, enabled."""
     return list(team.consultants.filter(enabled=True).order_by("name"))
+
+
+PROFILE_STAMP_FIELDS = ("id", "name", "model", "strengths")  # what the tools' schema shows
+
+
+def profiles_enabled_stamp(*, team_id) -> RowsJson:
+    """A stamp (teams.stamps) of profiles_enabled as the consultation tools' definitions
+    show them, for a turn's claim (`team_id`: an OuterRef)."""
+    return RowsJson(
+        ConsultantProfile.objects.filter(teams=team_id, enabled=True).order_by("name"),
+        *PROFILE_STAMP_FIELDS,
+    )
 
 
 def key_problem(profile: ConsultantProfile) -> str:

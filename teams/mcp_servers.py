@@ -24,6 +24,7 @@ from django.utils import timezone
 from teams import outbound
 from teams.errors import Conflict, InvalidInput, NotFound, PermissionDenied, integrity_as, validated
 from teams.models import ENV_NAME_PATTERN, AgentRole, ApprovalPolicy, McpServer, Team
+from teams.stamps import RowsJson
 
 Transport = McpServer.Transport
 
@@ -360,7 +361,9 @@ def listed_tools(*, server: McpServer, tools: list[dict]) -> list[dict]:
 
 
 def mcp_server_record_tools(*, server: McpServer, tools: list[dict]) -> McpServer:
-    """Keep a fresh listing (each tool checked) and mark the server healthy."""
+    """Keep a fresh listing (each tool checked) and mark the server healthy. The new
+    listed_at is what tells a process that kept the team's tools (mcp_servers_stamp)
+    that they changed."""
     server.tools = listed_tools(server=server, tools=tools)
     server.listed_at = timezone.now()
     server.error, server.error_at = "", None
@@ -389,6 +392,24 @@ def mcp_server_record_success(*, server: McpServer) -> None:
 
 def mcp_servers_of(*, team: Team) -> QuerySet[McpServer]:
     return McpServer.objects.filter(team=team).order_by("name")
+
+
+def mcp_servers_stamp(*, team_id) -> RowsJson:
+    """A stamp (teams.stamps) of what the team's servers offer (mcp_offered_tools), for
+    a turn's claim (`team_id`: an OuterRef). Its tool lists are too large to carry:
+    every change of a row moves its updated_at (save), and a new listing its listed_at
+    (mcp_server_record_tools)."""
+    return RowsJson(
+        McpServer.objects.filter(team_id=team_id).order_by("name"),
+        "id",
+        "name",
+        "roles",
+        "phases",
+        "approval",
+        "tool_approvals",
+        "updated_at",
+        "listed_at",
+    )
 
 
 def mcp_server_get(*, team: Team, name: str) -> McpServer:

@@ -120,6 +120,16 @@ def _profiles_enabled(team: Team) -> list[ConsultantProfile]:
     return profiles
 
 
+def profiles_read(team: Team) -> list[list] | None:
+    """The consultants this team row read for its definitions (_profiles_enabled), as
+    their stamp lists them (consultations.profiles_enabled_stamp), sorted; None when
+    none were read."""
+    profiles = getattr(team, "_consultants_enabled", None)
+    if profiles is None:
+        return None
+    return sorted([getattr(p, f) for f in c.PROFILE_STAMP_FIELDS] for p in profiles)
+
+
 def _with_consultants(definition: dict, team: Team | None, field: str, lead: str) -> dict:
     """The definition with the team's consultants in `field`'s description, and their
     names as its enum (the items' enum for a list)."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import replace
@@ -71,6 +73,79 @@ def team_tools(team) -> list[type[Tool]]:
 def toolset(agent, team) -> list[type[Tool]]:
     """The tools this agent may use now (role, phase and approval policy decide)."""
     return [tool for tool in team_tools(team) if tool.available_to(agent, team)]
+
+
+# What a process keeps of the team toolsets it built: the team's tools and their
+# definitions, by everything they depend on (which of them an agent gets is decided
+# on each turn: its role and the phase). The team's fields count all but those no
+# tool's definition reads, which move on every turn or phase (a field added to Team
+# is in the key until it is listed here: safe, if slower).
+KEPT_TOOLSETS = 256
+TEAM_FIELDS_NOT_READ = frozenset(
+    {
+        "turn_count",
+        "spent_usd",
+        "event_seq",
+        "updated_at",
+        "cost_warned_at",
+        "turns_warned_at",
+        "next_speaker",
+        "context_version",
+        "status",  # state_refusal reads it afresh for each call
+        "phase_index",  # the phase: Tool.available_to, on each turn
+        "plan",
+    }
+)
+_kept: OrderedDict[tuple, tuple[tuple, dict]] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def forget(team=None) -> None:
+    """Drop the toolsets this process keeps (of one team, or all)."""
+    with _kept_lock:
+        for key in list(_kept):
+            if team is None or key[0] == team.pk:
+                del _kept[key]
+
+
+def turn_toolset(agent, team, stamp: tuple[str, str] | None = None):
+    """(toolset, definitions) for the agent's turn. With `stamp` (the stamps of the
+    team's MCP servers and consultants its claim read: teams.engine.prompts.Claimed)
+    the team's tools and definitions are built once per process while it and the
+    team's settings stay the same; without, built afresh."""
+    if stamp is None:
+        tools = toolset(agent, team)
+        return tools, definitions(tools, team)
+    key = (team.pk, stamp, _team_settings(team))
+    with _kept_lock:
+        kept = _kept.get(key)
+        if kept is not None:
+            _kept.move_to_end(key)
+    if kept is None:
+        every = team_tools(team)
+        kept = (tuple(every), dict(zip(every, definitions(every, team), strict=True)))
+        from tools.consult import profiles_read
+
+        read = profiles_read(team)  # kept only when the stamp names what was read
+        if read is None or read == sorted(json.loads(stamp[1])):
+            with _kept_lock:
+                _kept[key] = kept
+                while len(_kept) > KEPT_TOOLSETS:
+                    _kept.popitem(last=False)
+    tools = [tool for tool in kept[0] if tool.available_to(agent, team)]
+    return tools, [kept[1][tool] for tool in tools]
+
+
+def _team_settings(team) -> tuple:
+    values = []
+    for field in team._meta.concrete_fields:
+        if field.primary_key or field.name in TEAM_FIELDS_NOT_READ:
+            continue
+        value = getattr(team, field.attname)
+        if isinstance(value, dict | list):
+            value = json.dumps(value, sort_keys=True)
+        values.append(value)
+    return tuple(values)
 
 
 def find(name: str, team) -> type[Tool] | None:

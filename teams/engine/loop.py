@@ -49,7 +49,12 @@ DELTA_FLUSH_SECONDS = 0.1
 def run_turn(turn_id: int, worker: str) -> Turn | None:
     """Claim and run a turn; None when another worker has it, or when a replay runs
     its team (teams.engine.replay answers its model calls; no worker may)."""
-    turn = turns.turn_claim(turn_id, worker, replay_runs_it=replaying.get() is not None)
+    turn = turns.turn_claim(
+        turn_id,
+        worker,
+        replay_runs_it=replaying.get() is not None,
+        annotate=prompts.claim_annotations(),
+    )
     if turn is None:
         return None
     with telemetry.turn_span(turn) as span:  # invoke_agent <agent>
@@ -193,10 +198,13 @@ def execute(turn: Turn, worker: str) -> None:
         Turn.objects.filter(pk=turn.pk).update(model=turn.model)
     # Each phase begins with a trajectory Loom declares for the agent (once per phase).
     mesh.agent_phase_begin(agent=agent, team=team, phase=turn.phase)
-    prompt = prompts.build(agent, team, until_id=turn.snapshot_message_id, phase=turn.phase)
+    claimed = prompts.claimed(turn)
+    prompt = prompts.build(
+        agent, team, until_id=turn.snapshot_message_id, phase=turn.phase, claimed=claimed
+    )
     if turn.attempts == 1:
         prompt = _offload_when_over_budget(turn, prompt)
-    tools, definitions = _turn_tools(agent, team)
+    tools, definitions = _turn_tools(agent, team, claimed)
     ctx = tool_context(team=team, agent=agent, turn=turn, messages=prompt.snapshot)
     messages = prompts.request_messages(prompt, cached=caches_prompts(turn.model))
     last_model, replies, results, model_calls = _replay(steps, messages)
@@ -340,10 +348,11 @@ def _noted(notice: str, result: ToolResult) -> ToolResult:
     return replace(result, text=notice + result.text) if notice else result
 
 
-def _turn_tools(agent: Agent, team: Team):
-    """The agent's tools now and their definitions, the last marked for the cache."""
-    tools = registry.toolset(agent, team)
-    definitions = registry.definitions(tools, team)
+def _turn_tools(agent: Agent, team: Team, claimed: prompts.Claimed | None = None):
+    """The agent's tools now and their definitions, the last marked for the cache (as
+    this process built them while what the turn's claim read of them is unchanged)."""
+    stamp = claimed.tools if claimed is not None and prompts.KEEP_HISTORY else None
+    tools, definitions = registry.turn_toolset(agent, team, stamp)
     if definitions:
         definitions[-1] = {**definitions[-1], "cache_control": {"type": "ephemeral"}}
     return tools, definitions
@@ -498,5 +507,11 @@ def _offload_when_over_budget(turn: Turn, prompt: prompts.Prompt) -> prompts.Pro
         if result is None:
             break
         log.info("Turn %s: offloaded %s messages of %s", turn.id, result.count, agent.name)
-        prompt = prompts.build(agent, team, until_id=turn.snapshot_message_id, phase=turn.phase)
+        prompt = prompts.build(
+            agent,
+            team,
+            until_id=turn.snapshot_message_id,
+            phase=turn.phase,
+            claimed=prompts.claimed(turn),
+        )
     return prompt

@@ -29,22 +29,33 @@ and what could change a line already read (an offload, an edited message, a rena
 agent, a new phase) changes the key, so the next build reads everything again. The
 lines about questions (open, answered, expired) are rendered afresh on every build.
 What is kept is an optimisation, never the truth: a build in a process that kept
-nothing (another worker) gives the same request, byte for byte."""
+nothing (another worker) gives the same request, byte for byte.
+
+A turn's claim reads, in its one statement, what else the request is built from
+(`claim_annotations`): the previous request's snapshot, the roster, and stamps
+(teams.stamps) of the anchors and of what the tool definitions depend on. The process
+keeps the anchors block and the tools it built under those stamps, so a steady turn
+reads only its history's ids and new rows for its request."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from django.db.models import Q, QuerySet
+from django.db import connection
+from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
-from teams import mesh, phase_guide, questions, steering
+from teams import consultations, mcp_servers, mesh, phase_guide, questions, steering
 from teams.engine.reply import DEFAULT_MAX_TOKENS
 from teams.models import Agent, Anchor, Message, Query, Team, Turn
+from teams.stamps import RowsJson, compiled_once
 from teams.turns import PM_INPUT
 from tools import questions as question_tools
+from tools import registry
 from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
 from tools.mesh import DeclareIntent, MapContext
 from tools.workspace import FileWrite
@@ -205,10 +216,12 @@ ANCHORS_INSTRUCTION = (
 )
 
 
-def anchors_block(team: Team) -> str:
+def anchors_block(team: Team, anchors: list[Anchor] | None = None) -> str:
     """The anchors in their documented format, each with who pinned it and in which
-    phase; empty when the team has no anchors."""
-    anchors = Anchor.objects.filter(team=team).order_by("key")
+    phase; empty when the team has no anchors (`anchors`: its anchors by key, when
+    read)."""
+    if anchors is None:
+        anchors = Anchor.objects.filter(team=team).order_by("key")
     lines = [f"  [{a.key}]: {a.value} (pinned by {mesh.anchor_source_text(a)})" for a in anchors]
     if not lines:
         return ""
@@ -271,7 +284,7 @@ def history_messages(
 
 # --- what a process keeps of each agent's last request --------------------------
 
-KEEP_HISTORY = True  # off: every build reads the whole history (as another worker would)
+KEEP_HISTORY = True  # off: every build reads all it needs (as a worker that kept nothing)
 KEPT_AGENTS = 512  # the agents whose last history a process keeps, least recent dropped
 
 
@@ -286,6 +299,7 @@ class _Kept:
 
 
 _kept: OrderedDict[tuple[int, int], _Kept] = OrderedDict()
+_kept_anchors: OrderedDict[int, tuple[str, str]] = OrderedDict()  # team: (stamp, block)
 _kept_lock = threading.Lock()
 
 
@@ -295,6 +309,12 @@ def forget(team: Team | None = None, agent: Agent | None = None) -> None:
         for team_id, agent_id in list(_kept):
             if (team is None or team_id == team.id) and (agent is None or agent_id == agent.id):
                 del _kept[team_id, agent_id]
+        if agent is None:
+            for team_id in list(_kept_anchors):
+                if team is None or team_id == team.id:
+                    del _kept_anchors[team_id]
+    if agent is None:
+        registry.forget(team)
 
 
 def _dynamic(message: Message) -> bool:
@@ -332,16 +352,15 @@ def agent_history(
         rows = history_messages(agent, team, until_id, phase, seen)
         lines: dict[int, tuple[str, str | None]] = {}
     else:
-        ids = list(
-            history_queryset(agent, team, phase, seen)
-            .filter(id__lte=until_id)
-            .values_list("id", flat=True)
-        )
+        ids = _history_ids(agent, team, phase, seen, until_id)
         fresh = [i for i in ids if i not in kept.rows]
         read = {}
-        if fresh:  # the rows written since (or committed late), from the first of them
-            after = fresh[0] - 1
-            read = {m.id: m for m in history_messages(agent, team, until_id, phase, seen, after)}
+        if fresh:  # the rows written since (or committed late): the ids say which
+            messages = list(
+                Message.objects.filter(id__in=fresh).select_related("author").order_by("id")
+            )
+            _refresh_queries([m for m in messages if m.query_id is not None])  # as prefetched
+            read = {m.id: m for m in questions.delivered(messages)}
         rows = [r for r in (kept.rows.get(i) or read.get(i) for i in ids) if r is not None]
         lines = kept.lines
         _refresh_queries([m for m in rows if _dynamic(m) and m.id in kept.rows])
@@ -359,6 +378,41 @@ def agent_history(
             while len(_kept) > KEPT_AGENTS:
                 _kept.popitem(last=False)
     return rows, rendered
+
+
+# Stand-ins for the two numbers of the history's ids statement, put in on each call.
+_SEEN, _UNTIL = -1_000_000_007, -1_000_000_009
+KEPT_STATEMENTS = 512
+_id_statements: OrderedDict[tuple, tuple[str, list] | None] = OrderedDict()
+
+
+def _history_ids(
+    agent: Agent, team: Team, phase: str, seen: int | None, until_id: int
+) -> list[int]:
+    """The ids of the agent's history up to `until_id` (history_queryset): a
+    statement this process builds and compiles once for the agent and the phase."""
+    key = (connection.vendor, agent.id, team.id, team.created_at, phase)
+    with _kept_lock:
+        statement = _id_statements.get(key, ())
+    if statement == ():
+        query = history_queryset(agent, team, phase, _SEEN).filter(id__lte=_UNTIL)
+        sql, params = query.values_list("id", flat=True).query.sql_with_params()
+        # Each stand-in a parameter of its own, or no kept statement (the ORM's each time).
+        statement = (sql, list(params))
+        if params.count(_SEEN) != 1 or params.count(_UNTIL) != 1:
+            statement = None
+        with _kept_lock:
+            _id_statements[key] = statement
+            while len(_id_statements) > KEPT_STATEMENTS:
+                _id_statements.popitem(last=False)
+    if statement is None:
+        query = history_queryset(agent, team, phase, seen).filter(id__lte=until_id)
+        return list(query.values_list("id", flat=True))
+    sql, params = statement
+    numbers = {_SEEN: seen or 0, _UNTIL: until_id}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [numbers.get(p, p) if type(p) is int else p for p in params])
+        return [row[0] for row in cursor.fetchall()]
 
 
 def _refresh_queries(messages: list[Message]) -> None:
@@ -441,11 +495,12 @@ def asking(agent: Agent, history: list[Message], lines: list[tuple[str, str | No
 def passes_since_coach_spoke(
     agent: Agent, team: Team, phase: str, until_id: int | None
 ) -> list[str]:
-    """The names of the agents who passed since the coach last spoke, in order."""
+    """The names of the agents who passed since the coach last spoke, in order (one
+    statement: when it last spoke is its subquery)."""
     own = Message.objects.filter(team=team, phase=phase, author=agent, recipient__isnull=True)
     if until_id is not None:
         own = own.filter(id__lte=until_id)
-    spoke = own.order_by("-id").values_list("id", flat=True).first() or 0
+    spoke = Coalesce(Subquery(own.order_by("-id").values("id")[:1]), 0)
     passes = Message.objects.filter(
         team=team, phase=phase, kind=Message.Kind.PASS_NOTE, id__gt=spoke
     )
@@ -455,11 +510,20 @@ def passes_since_coach_spoke(
     return list(dict.fromkeys(n for n in names if n))
 
 
-def coach_cue(agent: Agent, team: Team, phase: str, until_id: int | None) -> str:
+def coach_cue(
+    agent: Agent,
+    team: Team,
+    phase: str,
+    until_id: int | None,
+    agents: list[tuple[int, str, str]] | None = None,
+) -> str:
+    """Who passed since the coach last spoke (`agents`: the roster, when read)."""
     passed = passes_since_coach_spoke(agent, team, phase, until_id)
     if not passed:
         return ""
-    members = team.agents.exclude(pk=agent.pk).exclude(role=Agent.Role.EXTERNAL).count()
+    if agents is None:
+        agents = roster(team)
+    members = sum(1 for pk, _, role in agents if pk != agent.pk and role != Agent.Role.EXTERNAL)
     names = ", ".join(passed)
     if len(passed) >= members:
         return (
@@ -486,11 +550,37 @@ def intent_line(agent: Agent) -> str:
     return f"Your intent (trajectory → tactic → action): {shown}"
 
 
-def anchors_system(team: Team) -> list[dict]:
+def anchors_system(team: Team, stamp: str | None = None) -> list[dict]:
     """The system block after the stable, cached one: the anchors as they are now
-    (none without anchors)."""
-    block = anchors_block(team)
+    (none without anchors), or as `stamp` (their stamp, read by the turn's claim:
+    claim_annotations) says they were: the block this process rendered under it."""
+    block = anchors_block(team) if stamp is None else _anchors_block_at(team, stamp)
     return [{"type": "text", "text": block}] if block else []
+
+
+ANCHOR_FIELDS = ("key", "value", "source", "updated_by", "phase")  # what anchors_block shows
+
+
+def _anchors_block_at(team: Team, stamp: str) -> str:
+    if stamp == "[]":
+        return ""  # no anchors: nothing to read
+    if KEEP_HISTORY:
+        with _kept_lock:
+            kept = _kept_anchors.get(team.id)
+        if kept is not None and kept[0] == stamp:
+            return kept[1]
+    anchors = list(Anchor.objects.filter(team=team).order_by("key"))
+    block = anchors_block(team, anchors)
+    # Kept under the stamp only when the rows read are the ones it names (an anchor
+    # may have changed since the claim: then this build shows it, and keeps nothing).
+    read = sorted([getattr(a, f) for f in ANCHOR_FIELDS] for a in anchors)
+    if KEEP_HISTORY and read == sorted(json.loads(stamp)):
+        with _kept_lock:
+            _kept_anchors[team.id] = (stamp, block)
+            _kept_anchors.move_to_end(team.id)
+            while len(_kept_anchors) > KEPT_AGENTS:
+                _kept_anchors.popitem(last=False)
+    return block
 
 
 def with_current_anchors(prompt: Prompt, team: Team) -> Prompt:
@@ -581,13 +671,83 @@ def cached_blocks(entries: list[tuple[str, str, float | None]], seen: int | None
     return messages
 
 
+# --- what a turn's claim reads for its request ---------------------------------
+
+
+def claim_annotations() -> dict:
+    """Subqueries for the statement that reads a claimed turn (turns.turn_claim), on
+    the Turn's team, agent and snapshot: what `build` would read itself, and the stamps
+    of what a process keeps (teams.stamps). `claimed(turn)` takes them off the turn.
+    Compiled once: they hold no value of their own."""
+    return compiled_once(Turn, _claim_subqueries)
+
+
+def _claim_subqueries() -> dict:
+    turn_team = OuterRef("team_id")
+    earlier = Turn.objects.filter(
+        agent_id=OuterRef("agent_id"),
+        snapshot_message_id__isnull=False,
+        snapshot_message_id__lt=OuterRef("snapshot_message_id"),
+    )
+    return {
+        "prompt_seen": Subquery(  # previously_seen
+            earlier.order_by("-snapshot_message_id").values("snapshot_message_id")[:1]
+        ),
+        "prompt_roster": RowsJson(
+            Agent.objects.filter(team_id=turn_team).order_by("position", "id"),
+            *ROSTER_FIELDS,
+        ),
+        "prompt_anchors": RowsJson(
+            Anchor.objects.filter(team_id=turn_team).order_by("key"), *ANCHOR_FIELDS
+        ),
+        "prompt_mcp": mcp_servers.mcp_servers_stamp(team_id=turn_team),
+        "prompt_consultants": consultations.profiles_enabled_stamp(team_id=turn_team),
+    }
+
+
+ROSTER_FIELDS = ("id", "name", "role", "position")
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """What a turn's claim read for its request (claim_annotations), for the turn's
+    snapshot `until_id`."""
+
+    until_id: int | None
+    seen: int | None
+    roster: list[tuple[int, str, str]]
+    anchors: str  # the anchors' stamp
+    tools: tuple[str, str]  # the stamps of the team's MCP servers and consultants
+
+
+def claimed(turn: Turn) -> Claimed | None:
+    """What the claim of `turn` read with claim_annotations (None without them)."""
+    if not hasattr(turn, "prompt_roster"):
+        return None
+    rows = sorted(json.loads(turn.prompt_roster or "[]"), key=lambda r: (r[3], r[0]))
+    return Claimed(
+        until_id=turn.snapshot_message_id,
+        seen=turn.prompt_seen,
+        roster=[(pk, name, role) for pk, name, role, _ in rows],
+        anchors=turn.prompt_anchors or "[]",
+        tools=(turn.prompt_mcp or "[]", turn.prompt_consultants or "[]"),
+    )
+
+
 def build(
-    agent: Agent, team: Team, until_id: int | None = None, phase: str | None = None
+    agent: Agent,
+    team: Team,
+    until_id: int | None = None,
+    phase: str | None = None,
+    claimed: Claimed | None = None,
 ) -> Prompt:
     """The prompt of a turn; `phase` is the turn's own (the team may have moved on
-    since a resumed turn began)."""
+    since a resumed turn began). With `claimed` (what the turn's claim read for this
+    snapshot), the roster, the previous snapshot and the anchors' stamp come from it."""
     phase = phase or team.phase
-    agents = roster(team)
+    if claimed is not None and claimed.until_id != until_id:
+        claimed = None  # read for another snapshot
+    agents = claimed.roster if claimed is not None else roster(team)
     identity = f"Your name is {agent.name} and your role is {agent.role}."
     stable = [
         identity,
@@ -601,8 +761,11 @@ def build(
     system = [
         {"type": "text", "text": "\n\n".join(p for p in stable if p), "cache_control": dict(CACHE)}
     ]
-    system += anchors_system(team)
-    seen = previously_seen(agent, until_id)
+    system += anchors_system(team, claimed.anchors if claimed is not None else None)
+    if claimed is not None and until_id is not None:
+        seen = claimed.seen
+    else:
+        seen = previously_seen(agent, until_id)
     history, lines = agent_history(agent, team, until_id, phase, seen, agents)
     shown = [m for m, (_, text) in zip(history, lines, strict=True) if text]
     note = mention_note(agent, shown, asking(agent, history, lines))
@@ -620,7 +783,7 @@ def build(
     # The cue first: what follows the history's last line is the turn's, not a speaker's.
     cue = [f"It is your turn, {agent.name}."]
     if agent.role == Agent.Role.COACH:
-        cue.append(coach_cue(agent, team, phase, until_id))
+        cue.append(coach_cue(agent, team, phase, until_id, agents))
     cue += [*steering.cue_lines(agent, new, until_id), intent_line(agent), note]
     tail = "\n\n".join(p for p in cue if p)
     turns: list[list] = []
