@@ -31,6 +31,7 @@ from teams.models import (
     Turn,
     WebhookEvent,
 )
+from teams.stamps import compiled_once
 from teams.usage import turn_add_usage, turn_usage_fields
 
 log = logging.getLogger("loom.turns")
@@ -48,13 +49,31 @@ PM_INPUT = "(Requesting PM input: {question})"
 
 
 def rotation(team: Team) -> list[Agent]:
-    """Speakers in order: every agent but the external ones, coach included."""
-    return list(team.agents.exclude(role=Agent.Role.EXTERNAL).order_by("position", "id"))
+    """Speakers in order: every agent but the external ones, coach included. Each
+    carries what enqueue_next asks of the team's unfinished turns, read in the same
+    statement: `busy` (a turn of its own queued or running), `talking` (the team's
+    conversation turn is queued or running) and `waiting` (the team's first turn
+    stopped at a call for approval, or None)."""
+    speakers = team.agents.exclude(role=Agent.Role.EXTERNAL).order_by("position", "id")
+    return list(speakers.annotate(**compiled_once(Agent, _unfinished_turns)))
 
 
-def next_speaker(team: Team, after: Agent | None = None) -> Agent | None:
-    """The agent after `after` (default: the last conversation speaker) in the rotation."""
-    speakers = rotation(team)
+def _unfinished_turns() -> dict:
+    """rotation's subqueries, on each agent row (compiled once: no value of their own)."""
+    unfinished = Turn.objects.filter(team_id=OuterRef("team_id"))
+    active = unfinished.filter(status__in=ACTIVE_TURN_STATUSES)
+    return {
+        "busy": Exists(active.filter(agent_id=OuterRef("pk"))),
+        "talking": Exists(active.filter(purpose=Turn.Purpose.CONVERSATION)),
+        "waiting": Subquery(
+            unfinished.filter(status=Turn.Status.WAITING).order_by("id").values("id")[:1]
+        ),
+    }
+
+
+def next_speaker(speakers: list[Agent], team: Team, after: Agent | None = None) -> Agent | None:
+    """The agent after `after` (default: the last conversation speaker) in the
+    rotation `speakers`."""
     if not speakers:
         return None
     if after is not None:
@@ -95,17 +114,21 @@ def enqueue_next(team: Team, after: Agent | None = None) -> Turn | None:
     if budget:  # the team pauses with a budget request for the PM
         budgets.budget_stop(team=team, budget=budget)
         return None
-    # The team's unfinished turns, in one read: one waiting for an approval goes first.
-    unfinished = list(
-        Turn.objects.filter(team=team, status__in=[Turn.Status.WAITING, *ACTIVE_TURN_STATUSES])
-        .order_by("id")
-        .values_list("id", "status", "purpose", "agent_id")
-    )
-    waiting = next((pk for pk, status, _, _ in unfinished if status == Turn.Status.WAITING), None)
-    if waiting is not None:
+    speakers = rotation(team)  # with the team's unfinished turns, in one read
+    if speakers:
+        waiting = speakers[0].waiting
+    else:  # nobody speaks, but a turn may still wait for its approval
+        waiting = (
+            Turn.objects.filter(team=team, status=Turn.Status.WAITING)
+            .order_by("id")
+            .values_list("id", flat=True)
+            .first()
+        )
+    if waiting is not None:  # a turn waiting for an approval goes first
         return _waiting_resume(team, Turn.objects.get(pk=waiting))
-    picked = _chosen(team)  # the PM's choice (teams.steering), once
-    agent = picked or next_speaker(team, after)
+    # The PM's choice (teams.steering), if it is still in the rotation.
+    picked = next((a for a in speakers if a.id == team.next_speaker_id), None)
+    agent = picked or next_speaker(speakers, team, after)
     if agent is None:
         services.system_note(team, "The team has no agents to speak; add some and resume.")
         services.team_transition(team=team, action=TeamAction.HALT)
@@ -115,27 +138,11 @@ def enqueue_next(team: Team, after: Agent | None = None) -> Turn | None:
         return None
     # One conversation turn at a time, and the speaker may be busy with an inbox
     # turn (whose finish hands the floor on again).
-    busy = (
-        purpose == Turn.Purpose.CONVERSATION or agent_id == agent.id
-        for _, status, purpose, agent_id in unfinished
-        if status in ACTIVE_TURN_STATUSES
-    )
-    if any(busy):
+    if agent.talking or agent.busy:
         return None
     # The choice is used up when that turn begins (turn_claim): a turn queued for the
     # chosen agent and cancelled by a pause before it began is queued again on resume.
     return turn_enqueue(team=team, agent=agent, number=team.turn_count + 1)
-
-
-def _chosen(team: Team) -> Agent | None:
-    """The speaker the PM chose (teams.steering), if it is still in the rotation."""
-    if team.next_speaker_id is None:
-        return None
-    return (
-        Agent.objects.filter(pk=team.next_speaker_id, team=team)
-        .exclude(role=Agent.Role.EXTERNAL)
-        .first()
-    )
 
 
 def _waiting_resume(team: Team, turn: Turn) -> Turn | None:
