@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Subquery, Value
+from django.db.models import BigIntegerField, Exists, F, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -213,20 +213,17 @@ def turn_claim(
     unless `replay_runs_it` (the replay's own run). `annotate`: expressions read with
     the turn (teams.engine.prompts: what building its request needs)."""
     now = timezone.now()
-    # The context snapshot is fixed at the first claim: a resumed turn sees what
-    # the first attempt saw.
-    newest = Message.objects.filter(team_id=OuterRef("team_id")).order_by("-id").values("id")[:1]
+    claim = compiled_once(Turn, _claim_expressions)
     queued = Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED)
     if not replay_runs_it:  # in the claim's own statement: no read before it
-        replays = Replay.objects.filter(team_id=OuterRef("team_id"), status=Replay.Status.RUNNING)
-        queued = queued.exclude(Exists(replays))
+        queued = queued.exclude(claim["replay_running"])
     claimed = queued.update(
         status=Turn.Status.RUNNING,
         claimed_by=worker,
         lease_expires_at=now + lease(),
         attempts=F("attempts") + 1,
         started_at=now,
-        snapshot_message_id=Coalesce(F("snapshot_message_id"), Subquery(newest), Value(0)),
+        snapshot_message_id=claim["snapshot"],
     )
     if not claimed:
         return None
@@ -241,6 +238,23 @@ def turn_claim(
             team_id=turn.team_id,
         )
     return turn
+
+
+def _claim_expressions() -> dict:
+    """turn_claim's subqueries, on the turn's row (compiled once: no value of their own)."""
+    newest = Message.objects.filter(team_id=OuterRef("team_id")).order_by("-id").values("id")[:1]
+    replays = Replay.objects.filter(team_id=OuterRef("team_id"), status=Replay.Status.RUNNING)
+    return {
+        # The context snapshot is fixed at the first claim: a resumed turn sees what
+        # the first attempt saw.
+        "snapshot": Coalesce(
+            F("snapshot_message_id"),
+            Subquery(newest),
+            Value(0),
+            output_field=BigIntegerField(),
+        ),
+        "replay_running": Exists(replays),
+    }
 
 
 def _still_mine(turn: Turn, worker: str):
