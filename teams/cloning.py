@@ -224,7 +224,18 @@ def _clone_rows(source: Team, *, slug: str, name: str, user, copied: dict[str, i
         )
     changed_by = f"run again from {source.slug}"[:60]
     for anchor in Anchor.objects.filter(team=source).order_by("key"):
-        services.anchor_save(team=clone, key=anchor.key, value=anchor.value, changed_by=changed_by)
+        # Who pinned it, and when, read the same in the clone (an agent's anchor names
+        # the agent); its revision says where it came from.
+        copy = services.anchor_save(
+            team=clone,
+            key=anchor.key,
+            value=anchor.value,
+            changed_by=changed_by,
+            source=anchor.source,
+            phase=anchor.phase,
+        )
+        if anchor.source == Anchor.Source.AGENT:
+            Anchor.objects.filter(pk=copy.pk).update(updated_by=anchor.updated_by)
     rows = WorkspaceFile.objects.filter(team=source, path__in=list(copied))
     WorkspaceFile.objects.bulk_create(
         WorkspaceFile(

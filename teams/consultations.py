@@ -456,9 +456,24 @@ def consultation_of(team: Team, consultation_id: int) -> Consultation:
     return with_batch_requests([found])[0]
 
 
-def profiles_enabled(team: Team) -> list[ConsultantProfile]:
-    """The consultant profiles the team's agents may ask: those the team has, enabled."""
-    return list(team.consultants.filter(enabled=True).order_by("name"))
+def profiles_enabled(team: Team, *, once: bool = False) -> list[ConsultantProfile]:
+    """The consultant profiles the team's agents may ask: those the team has, enabled
+    (`once`: read once for this team row, and kept on it for profiles_read)."""
+    if not once:
+        return list(team.consultants.filter(enabled=True).order_by("name"))
+    profiles = getattr(team, "_consultants_enabled", None)
+    if profiles is None:
+        profiles = team._consultants_enabled = profiles_enabled(team)
+    return profiles
+
+
+def profiles_read(team: Team) -> list[list] | None:
+    """The consultants this team row read once (profiles_enabled), as their stamp
+    lists them (profiles_enabled_stamp), sorted; None when none were read."""
+    profiles = getattr(team, "_consultants_enabled", None)
+    if profiles is None:
+        return None
+    return sorted([getattr(p, f) for f in PROFILE_STAMP_FIELDS] for p in profiles)
 
 
 PROFILE_STAMP_FIELDS = ("id", "name", "model", "strengths")  # what the tools' schema shows

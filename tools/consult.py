@@ -113,21 +113,8 @@ def _described(profile: ConsultantProfile) -> str:
 
 def _profiles_enabled(team: Team) -> list[ConsultantProfile]:
     """The team's consultants, read once for this team row (a turn's definitions of
-    both consultation tools name them)."""
-    profiles = getattr(team, "_consultants_enabled", None)
-    if profiles is None:
-        profiles = team._consultants_enabled = c.profiles_enabled(team)
-    return profiles
-
-
-def profiles_read(team: Team) -> list[list] | None:
-    """The consultants this team row read for its definitions (_profiles_enabled), as
-    their stamp lists them (consultations.profiles_enabled_stamp), sorted; None when
-    none were read."""
-    profiles = getattr(team, "_consultants_enabled", None)
-    if profiles is None:
-        return None
-    return sorted([getattr(p, f) for f in c.PROFILE_STAMP_FIELDS] for p in profiles)
+    both consultation tools name them: consultations.profiles_read)."""
+    return c.profiles_enabled(team, once=True)
 
 
 def _with_consultants(definition: dict, team: Team | None, field: str, lead: str) -> dict:

@@ -17,7 +17,7 @@ from dataclasses import replace
 from django.db import transaction
 from pydantic import ValidationError
 
-from teams import approvals, mesh
+from teams import approvals, consultations, mesh
 from teams.errors import LoomError, ModelError, PermissionDenied
 from teams.models import ApprovalPolicy, Team, TeamStatus
 from tools.base import Tool, ToolContext, ToolResult, truncate
@@ -124,9 +124,7 @@ def turn_toolset(agent, team, stamp: tuple[str, str] | None = None):
     if kept is None:
         every = team_tools(team)
         kept = (tuple(every), dict(zip(every, definitions(every, team), strict=True)))
-        from tools.consult import profiles_read
-
-        read = profiles_read(team)  # kept only when the stamp names what was read
+        read = consultations.profiles_read(team)  # kept only if the stamp names what was read
         if read is None or read == sorted(json.loads(stamp[1])):
             with _kept_lock:
                 _kept[key] = kept

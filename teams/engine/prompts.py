@@ -192,13 +192,13 @@ def phase_text(agent: Agent, team: Team, phase: str) -> str:
             f"The coach closes the phase with {DONE}; its summary is all that later "
             "phases see of this one."
         )
-    lines.append(files_line(agent, team))
+    lines.append(files_line(agent, team, phase))
     return "\n".join(lines)
 
 
-def files_line(agent: Agent, team: Team) -> str:
+def files_line(agent: Agent, team: Team, phase: str) -> str:
     """Who may write workspace files, and in which of the team's phases (team data:
-    Team.tool_access)."""
+    Team.tool_access); `phase` is the turn's (the team may have moved on since)."""
     roles, phase_allowed, _words = FileWrite.access(team)
     phases = [p for p in team.phases if phase_allowed(p)]
     where = ", ".join(phases) if phases else "no phase of this team"
@@ -206,7 +206,7 @@ def files_line(agent: Agent, team: Team) -> str:
     if roles is not None and agent.role not in roles:
         return f"Workspace files: you read them; {who} write them (in {where})."
     limit = f"Your reply holds at most about {DEFAULT_MAX_TOKENS:,} tokens: keep each file shorter."
-    if phase_allowed(team.phase):
+    if phase_allowed(phase):
         return f"Workspace files: you may write them with {FileWrite.name} in this phase. {limit}"
     return f"Workspace files: you read them now; you may write them in {where}."
 

@@ -65,7 +65,9 @@ def lived(team, agents, pm):
     )
     services.anchor_save(team=team, key="lang", value="Python 3.10", changed_by="pm")
     services.anchor_save(team=team, key="lang", value="Python 3.11", changed_by="pm")
-    services.anchor_save(team=team, key="db", value="SQLite", changed_by="coach")
+    services.anchor_save(
+        team=team, key="db", value="SQLite", changed_by="coach", source="agent", phase="planning"
+    )
     for n in range(3):
         services.message_add(team=team, author=agents["coach"], content=f"Note {n}.")
     turn = make_turn(agents["coder"], status="done", number=12)
@@ -124,6 +126,11 @@ def test_the_copy_is_what_the_team_is_and_none_of_what_happened(lived, pm):
 
     # The current anchors, each with one revision saying where it came from.
     assert {a.key: a.value for a in clone.anchors.all()} == {"db": "SQLite", "lang": "Python 3.11"}
+    # Who pinned each, and when, reads as in the source (the anchors block shows it).
+    assert {a.key: a.source_text() for a in clone.anchors.all()} == {
+        "db": "coach in planning",
+        "lang": "the PM",
+    }
     history = AnchorRevision.objects.filter(team=clone)
     assert sorted(history.values_list("key", "value", "changed_by")) == [
         ("db", "SQLite", "run again from alpha"),

@@ -132,7 +132,9 @@ class Command(BaseCommand):
             )
         call = options["call"] or len(sent)
         if not 1 <= call <= len(sent):
-            raise CommandError(f"Turn {turn.number} made {len(sent)} model call(s); --call 1..")
+            raise CommandError(
+                f"Turn {turn.number} made {len(sent)} model call(s): --call takes 1 to {len(sent)}."
+            )
         request = sent[call - 1]
         if options["as_text"]:
             self.stdout.write(

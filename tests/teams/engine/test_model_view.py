@@ -6,7 +6,8 @@ prints exactly that request."""
 import json
 from io import StringIO
 
-from django.core.management import call_command
+import pytest
+from django.core.management import CommandError, call_command
 
 from teams import pm_requests, services, team_actions
 from teams.engine import prompts
@@ -218,6 +219,8 @@ def test_team_prompt_prints_exactly_what_the_model_received(team, messages_api):
     shown = first.getvalue()
     assert "model call 1 of 2" in shown and "It is your turn, coder." in shown
     assert "TOOLS (" in shown and "- map_context:" in shown
+    with pytest.raises(CommandError, match="made 2 model call.s.: --call takes 1 to 2"):
+        call_command("team", "prompt", team.slug, "coder", "--call", "3", stdout=StringIO())
 
 
 def test_phase_summary_carries_the_pms_words(team, agents):
@@ -247,3 +250,20 @@ def test_a_pinned_pm_decision_reads_once_in_later_phases_as_its_anchor(team, age
     assert read.count("Only HTML.") == 1
     assert "[pm-decision]: Only HTML. (pinned by the PM in refinement)" in read
     assert "only HTML" in read and "Anchors pinned" not in read
+
+
+def test_a_turns_files_line_is_of_its_own_phase(team, agents):
+    """A request rebuilt for a turn (a replay, `team prompt`, a turn resumed after the
+    team moved on) tells the agent what it could do in that turn's phase."""
+    team.phases = ["build", "review"]
+    team.tool_access = {"file_write": {"phases": ["build"]}}
+    services.team_update(team=team, fields=["phases", "tool_access"])
+    team.phase_index = 1  # the team has moved on to review
+    built = prompts.build(agents["coder"], team, phase="build")
+    system = built.system[0]["text"]
+    assert "This phase: build." in system
+    assert "Workspace files: you may write them with file_write in this phase." in system
+    now = prompts.build(agents["coder"], team, phase="review")
+    assert "Workspace files: you read them now; you may write them in build." in now.system[0][
+        "text"
+    ]
