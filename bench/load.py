@@ -28,6 +28,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC
 from pathlib import Path
@@ -353,7 +354,12 @@ def report(args, results, clients, started, ended, probe):
     seconds = ended - started
     print(f"layout: 2 daphne, 2 runworker, 1 sweep; PostgreSQL + Redis ({args.layer}); loopback")
     print(f"teams talking: {args.teams}; model latency {args.latency} s; window {seconds:.0f} s")
-    print(f"API: {len(results)} requests ({len(results) / seconds:.1f}/s), errors {errors}")
+    statuses = Counter(status for status, _ in results if status != 200)
+    by_status = ", ".join(f"{status or 'no answer'}: {n}" for status, n in sorted(statuses.items()))
+    print(
+        f"API: {len(results)} requests ({len(results) / seconds:.1f}/s), errors {errors}"
+        + (f" ({by_status})" if by_status else "")
+    )
     print(f"API latency: p50 {pct(0.5):.0f} ms, p95 {pct(0.95):.0f} ms, p99 {pct(0.99):.0f} ms")
     if latencies:
         print(f"API latency mean {statistics.mean(latencies):.0f} ms, max {latencies[-1]:.0f} ms")

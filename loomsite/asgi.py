@@ -15,11 +15,30 @@ from channels.security.websocket import WebsocketDenier  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.exceptions import SuspiciousOperation  # noqa: E402
+from django.core.handlers.asgi import ASGIHandler  # noqa: E402
+from django.core.signals import request_finished  # noqa: E402
+from django.db import connections  # noqa: E402
 from django.http import Http404  # noqa: E402
 from django.http.request import is_same_domain, validate_host  # noqa: E402
 
 from teams.live.routing import channel_routes, websocket_urlpatterns  # noqa: E402
 from teams.mcp.asgi import MCPMount  # noqa: E402
+
+
+def close_request_connections(sender, **kwargs):
+    """Under ASGI Django runs each request in a thread of its own (a
+    ThreadSensitiveContext), which ends with the request: a connection it kept
+    (CONN_MAX_AGE) would stay open, never used again, until garbage collected, and at
+    50 requests/s two web processes held PostgreSQL's 100 connections (every further
+    request a 500). A request's connections close at its end; a turn worker's threads,
+    which live on, keep theirs. (The test client and WSGI keep Django's default.)"""
+    if not (isinstance(sender, type) and issubclass(sender, ASGIHandler)):
+        return  # ASGIStaticFilesHandler, which wraps the site, is one too
+    for connection in connections.all(initialized_only=True):
+        connection.close()
+
+
+request_finished.connect(close_request_connections, dispatch_uid="loom-asgi-close")
 
 if settings.SECRET_KEY_IS_DEFAULT:
     logging.getLogger("loom").warning(

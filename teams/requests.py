@@ -21,15 +21,31 @@ LEVEL = 1
 
 
 def request_pack(request: dict) -> bytes:
-    return zlib.compress(json.dumps(request, ensure_ascii=False).encode(), LEVEL)
+    return request_packed(request)[0]
 
 
 def request_digest(request: dict) -> str:
     """The SHA-256 of what a request shows the model: its system, messages and the
     tools offered (model and max_tokens aside), as canonical JSON."""
-    shown = {key: request.get(key) for key in ("system", "messages", "tools")}
+    shown = {key: request.get(key) for key in SHOWN}
     text = json.dumps(shown, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+SHOWN = ("messages", "system", "tools")  # in canonical JSON's (sorted) order
+
+
+def request_packed(request: dict) -> tuple[bytes, str]:
+    """(request_pack, request_digest) of a request, its large parts encoded once: the
+    stored copy is the same canonical JSON the digest is taken of."""
+    parts = {
+        key: json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        for key, value in request.items()
+    }
+    shown = ",".join(f"{json.dumps(key)}:{parts.get(key, 'null')}" for key in SHOWN)
+    digest = hashlib.sha256(("{" + shown + "}").encode()).hexdigest()
+    text = "{" + ",".join(f"{json.dumps(key)}:{parts[key]}" for key in sorted(parts)) + "}"
+    return zlib.compress(text.encode(), LEVEL), digest
 
 
 def request_unpack(blob: bytes | memoryview | None) -> dict | None:

@@ -33,7 +33,7 @@ from teams.models import (
     Turn,
     TurnStep,
 )
-from teams.requests import request_digest, request_pack
+from teams.requests import request_packed
 from teams.usage import model_call_record, turn_add_usage
 from tools import registry
 from tools.base import ToolContext, ToolResult, TurnEnd
@@ -409,14 +409,15 @@ def _recorded_call(turn: Turn, request: dict, reply, index: int) -> turns.FinalC
     """Keep a model call as the turn's step, with its request and usage. A reply that
     calls no tool ends the turn: it is kept in the finish's transaction (returned);
     one that calls tools is kept now, before they run."""
+    packed, digest = request_packed(request)
     record = partial(
         TurnStep.objects.create,
         turn=turn,
         index=index,
         kind=TurnStep.Kind.MODEL,
         content=reply.content,
-        request=request_pack(request),
-        request_digest=request_digest(request),
+        request=packed,
+        request_digest=digest,
         **reply.usage.as_fields(),
     )
     if not any(b.get("type") == "tool_use" for b in reply.content):

@@ -110,10 +110,10 @@ async def test_a_logged_in_pm_streams_from_the_own_origin(alpha):
     await communicator.disconnect()
 
 
-async def get(path):
+async def get(path, headers=()):
     """Status and body (HttpCommunicator.get_response trips on a streamed file's
     last, empty body message, which ASGI lets leave out "body")."""
-    communicator = HttpCommunicator(application, "GET", path)
+    communicator = HttpCommunicator(application, "GET", path, headers=list(headers))
     await communicator.send_input({"type": "http.request", "body": b""})
     start = await communicator.receive_output(timeout=5)
     body, more = b"", True
@@ -121,6 +121,7 @@ async def get(path):
         chunk = await communicator.receive_output(timeout=5)
         body += chunk.get("body", b"")
         more = chunk.get("more_body", False)
+    await communicator.wait(timeout=5)  # the handler's end: the request finished
     return {"status": start["status"], "body": body}
 
 
@@ -142,3 +143,30 @@ async def test_static_files_are_still_served():
     response = await get("/static/teams/socket.js")
     assert response["status"] == 200
     assert b"loomLive" in response["body"]
+
+
+async def test_a_request_closes_the_database_connections_it_opened(alpha):
+    """Each ASGI request runs in a thread of its own, which ends with it: a connection
+    it kept would stay open, unused, until garbage collected (at 50 requests/s the
+    web processes exhausted PostgreSQL's connections, and every further request was a
+    500). A turn worker's threads keep theirs: they live on."""
+    from django.db.backends.signals import connection_created
+
+    from tests.helpers import api_token
+
+    token = await database_sync_to_async(api_token)(team=alpha)
+    opened = []
+
+    def note(sender, connection, **kwargs):
+        opened.append(connection)
+
+    connection_created.connect(note)
+    try:
+        for _ in range(3):
+            bearer = [(b"host", b"127.0.0.1:8000"), (b"authorization", f"Bearer {token}".encode())]
+            response = await get(f"/api/teams/{alpha.slug}", headers=bearer)
+            assert response["status"] == 200
+    finally:
+        connection_created.disconnect(note)
+    assert opened, "the requests read the database"
+    assert all(connection.connection is None for connection in opened)
