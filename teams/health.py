@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from datetime import datetime, timedelta
 
 from asgiref.sync import async_to_sync
@@ -76,7 +75,9 @@ def _database_ok() -> bool:
 
 
 async def _round_trip(layer) -> bool:
-    channel = f"loom.health.{uuid.uuid4().hex}"
+    # A channel of the layer's own making: the pub/sub layer (RedisPubSubChannelLayer)
+    # delivers only to a reader already subscribed, and new_channel subscribes it.
+    channel = await layer.new_channel("loom.health.")
     await layer.send(channel, {"type": "health.ping"})
     message = await layer.receive(channel)
     return message.get("type") == "health.ping"

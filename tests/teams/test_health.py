@@ -2,6 +2,7 @@
 thread lives, a turn nobody runs any more is re-queued within a lease, and /healthz
 tells an operator (or a load balancer) whether turns will get run."""
 
+import os
 from datetime import timedelta
 
 import pytest
@@ -98,3 +99,27 @@ def test_healthz_says_503_when_the_channel_layer_fails(settings):
     finally:
         channel_layers.backends.clear()
     assert status == 503 and body["channel_layer"] == "error" and body["database"] == "ok"
+
+
+@pytest.mark.parametrize(
+    "backend",
+    ["channels_redis.core.RedisChannelLayer", "channels_redis.pubsub.RedisPubSubChannelLayer"],
+)
+@pytest.mark.skipif(
+    not os.environ.get("LOOM_TEST_REDIS_URL"), reason="needs Redis (LOOM_TEST_REDIS_URL)"
+)
+def test_the_channel_layer_round_trip_passes_on_either_redis_layer(settings, backend):
+    """The pub/sub layer delivers only to a reader already subscribed: /healthz's round
+    trip reads on a channel the layer made (and subscribed to) first."""
+    from channels.layers import channel_layers
+
+    from teams import health
+
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": backend, "CONFIG": {"hosts": [os.environ["LOOM_TEST_REDIS_URL"]]}}
+    }
+    channel_layers.backends.clear()
+    try:
+        assert health._channel_layer_ok()
+    finally:
+        channel_layers.backends.clear()
