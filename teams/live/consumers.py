@@ -174,6 +174,7 @@ class TeamConsumer(LiveConsumer):
         self.team_ids, self.checked_at = {self.team.id}, time.monotonic()
         self.group = events.team_group(self.team.id)
         self.sequence = asyncio.Lock()
+        self.sent_messages: set[int] = set()  # by the catch-up on connect (see there)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         # Catch up on what happened between rendering the page (or losing the
@@ -189,6 +190,14 @@ class TeamConsumer(LiveConsumer):
             )
             for wire in wires:
                 await self.send_json(wire)
+            # Without `after_seq` the catch-up is the messages after an id, read after
+            # the head: one committed between the two reads is sent here, and its
+            # event (numbered past the head) comes live too. It is not sent twice.
+            self.sent_messages = {
+                wire["message"]["id"]
+                for wire in wires
+                if wire.get("event") == events.MessageCreated.name and "seq" not in wire
+            }
         self.heard_at, self.head_wait = time.monotonic(), HEAD_CHECK_FIRST_SECONDS
         self.watcher = asyncio.ensure_future(self._watch_head())
 
@@ -210,6 +219,10 @@ class TeamConsumer(LiveConsumer):
             if seq > self.seq + 1:
                 await self._catch_up_to(seq - 1)
             self.seq = seq
+            if message.get("type") == events.MessageCreated.name and self.sent_messages:
+                if message["message"]["id"] in self.sent_messages:
+                    self.sent_messages.discard(message["message"]["id"])
+                    return  # sent by the catch-up on connect
             await super().forward_event(message)
 
     async def _catch_up_to(self, upto: int):

@@ -216,3 +216,36 @@ def test_the_sequence_survives_a_stale_save_and_old_events_are_pruned(monkeypatc
         max_chars=10**6,
     )
     assert [e["seq"] for e in sent] == list(range(11, 22)) and omitted == 5
+
+
+async def test_a_message_committed_during_the_connect_catch_up_is_sent_once(
+    faulty_layer, monkeypatch
+):
+    """A first connect (no `after_seq`) catches up on the messages after an id, read
+    after the team's head: a message committed between the two reads is in that
+    catch-up, and its live event (numbered past the head) arrives too. The page gets it
+    once (bench/load.py counted such duplicates under load)."""
+    from teams import selectors
+
+    faulty_layer()
+    team, pm = await database_sync_to_async(setup)()
+    await database_sync_to_async(say)(team, "before")
+    read_messages = selectors.team_messages_after_bounded
+
+    def a_message_lands_between_the_reads(**kwargs):
+        say(team, "between")
+        return read_messages(**kwargs)
+
+    monkeypatch.setattr(selectors, "team_messages_after_bounded", a_message_lands_between_the_reads)
+    communicator = socket(pm, "/ws/teams/alpha/")
+    assert (await communicator.connect())[0]
+    seen = await read_for(communicator, 2.0)
+    said = [content_of(e) for e in seen if e["event"] == "message.created"]
+    assert said == ["before", "between"]
+    # Later messages still come live, in order.
+    await database_sync_to_async(say)(team, "after")
+    seen = await read_for(communicator, 1.5)
+    assert [(content_of(e), e["seq"]) for e in seen if e["event"] == "message.created"] == [
+        ("after", 3)
+    ]
+    await communicator.disconnect()
