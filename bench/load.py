@@ -153,6 +153,19 @@ def http(method: str, url: str, token: str) -> tuple[int, float]:
     return status, (time.perf_counter() - start) * 1000
 
 
+def _brief(event: dict) -> str:
+    """An event as a duplicate's report shows it."""
+    message = event.get("message") or {}
+    parts = [event.get("event", "?"), f"seq={event.get('seq')}"]
+    if event.get("catch_up"):
+        parts.append("catch_up")
+    if event.get("head") is not None:
+        parts.append(f"head={event['head']}")
+    if message:
+        parts.append(f"message={message.get('id')}")
+    return " ".join(parts)
+
+
 class Client:
     """One WebSocket client of one team: what it received, live or by catch-up."""
 
@@ -161,6 +174,7 @@ class Client:
         self.live: set[int] = set()  # conversation message ids
         self.caught_up: set[int] = set()
         self.duplicates = 0  # a message or a sequence number received again
+        self.shown_duplicates: list = []  # the events just before each, as received
         self.seqs: list[int] = []
         self.last_seq: int | None = None
         self.omitted = 0  # catch_up_omitted, summed
@@ -173,10 +187,12 @@ class Client:
         return self.live | self.caught_up
 
     def take(self, event: dict):
+        self.recent = [*getattr(self, "recent", [])[-5:], _brief(event)]
         seq = event.get("seq")
         if seq is not None:
             if self.last_seq is not None and seq <= self.last_seq:
                 self.duplicates += 1
+                self.shown_duplicates.append((self.slug, list(self.recent)))
                 return
             self.seqs.append(seq)
             self.last_seq = seq
@@ -187,6 +203,7 @@ class Client:
         if event.get("event") == "message.created" and not message["recipient"]:
             if message["id"] in self.received:
                 self.duplicates += 1
+                self.shown_duplicates.append((self.slug, list(self.recent)))
             (self.caught_up if event.get("catch_up") else self.live).add(message["id"])
 
     def seq_gaps(self) -> int:
@@ -377,6 +394,10 @@ def report(args, results, clients, started, ended, probe):
         print(f"  per client {name}: min {min(column)}, max {max(column)}")
     print(f"clients missing any: {sum(1 for row in rows if row[3])}; "
           f"with duplicates: {sum(1 for row in rows if row[4])}")
+    for slug, recent in [d for c in clients for d in c.shown_duplicates][:5]:
+        print(f"a duplicate on {slug}'s socket; its last events, as received:")
+        for line in recent:
+            print(f"    {line}")
     print(f"channel layer queues: longest backlog {probe.max_backlog} messages, "
           f"oldest message {probe.max_age:.1f} s")
 

@@ -219,11 +219,19 @@ class TeamConsumer(LiveConsumer):
             if seq > self.seq + 1:
                 await self._catch_up_to(seq - 1)
             self.seq = seq
-            if message.get("type") == events.MessageCreated.name and self.sent_messages:
-                if message["message"]["id"] in self.sent_messages:
-                    self.sent_messages.discard(message["message"]["id"])
-                    return  # sent by the catch-up on connect
+            if self._sent_on_connect(message.get("type"), message):
+                return
             await super().forward_event(message)
+
+    def _sent_on_connect(self, name, payload: dict) -> bool:
+        """Was this event's message sent by the catch-up on connect (see there)?"""
+        if name != events.MessageCreated.name or not self.sent_messages:
+            return False
+        message_id = payload["message"]["id"]
+        if message_id not in self.sent_messages:
+            return False
+        self.sent_messages.discard(message_id)
+        return True
 
     async def _catch_up_to(self, upto: int):
         """Send the events after self.seq up to `upto` from the database (bounded as
@@ -233,7 +241,8 @@ class TeamConsumer(LiveConsumer):
         )
         self.seq = upto
         for wire in wires:
-            await self.send_json(wire)
+            if not self._sent_on_connect(wire.get("event"), wire):
+                await self.send_json(wire)
 
     async def _watch_head(self):
         """Events lost at the end of a burst show no gap until the next one: a quiet

@@ -249,3 +249,28 @@ async def test_a_message_committed_during_the_connect_catch_up_is_sent_once(
         ("after", 3)
     ]
     await communicator.disconnect()
+
+
+async def test_a_message_sent_by_the_connect_catch_up_is_not_sent_again_by_a_gap_fill(
+    faulty_layer, monkeypatch
+):
+    """The same message, its live event lost: the next event's gap fill reads it from
+    the database, and the socket does not send it again."""
+    from teams import selectors
+
+    faulty_layer(drop=lambda m: content_of(m) == "between")
+    team, pm = await database_sync_to_async(setup)()
+    read_messages = selectors.team_messages_after_bounded
+
+    def a_message_lands_between_the_reads(**kwargs):
+        say(team, "between")
+        return read_messages(**kwargs)
+
+    monkeypatch.setattr(selectors, "team_messages_after_bounded", a_message_lands_between_the_reads)
+    communicator = socket(pm, "/ws/teams/alpha/")
+    assert (await communicator.connect())[0]
+    await database_sync_to_async(say)(team, "after")
+    seen = await read_for(communicator, 2.0)
+    said = [(content_of(e), e.get("seq")) for e in seen if e["event"] == "message.created"]
+    assert said == [("between", None), ("after", 2)]
+    await communicator.disconnect()
