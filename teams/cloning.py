@@ -37,19 +37,9 @@ MAX_COPY_BYTES = 200 * 1024 * 1024
 SLUG_MAX = Team._meta.get_field("slug").max_length
 # "demo-2" runs again as "demo-3", not "demo-2-2"; "release-2024" as "release-2024-2".
 NUMBERED = re.compile(r"^(?P<base>.+)-(?P<n>[1-9][0-9]{0,2})$")
-# Fields of an agent that say who it is and what it intends; its counters start at 0.
-AGENT_COPIED = (
-    "name",
-    "role",
-    "model",
-    "role_prompt",
-    "position",
-    "context_budget_tokens",
-    "max_cost_usd",
-    "trajectory",
-    "tactic",
-    "action",
-)
+# Fields of an agent that say who it is (its settings) and what it intends; its
+# counters start at 0.
+AGENT_COPIED = (*services.AGENT_SETTINGS, "trajectory", "tactic", "action")
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -218,18 +218,11 @@ def test_the_sequence_survives_a_stale_save_and_old_events_are_pruned(monkeypatc
     assert [e["seq"] for e in sent] == list(range(11, 22)) and omitted == 5
 
 
-async def test_a_message_committed_during_the_connect_catch_up_is_sent_once(
-    faulty_layer, monkeypatch
-):
-    """A first connect (no `after_seq`) catches up on the messages after an id, read
-    after the team's head: a message committed between the two reads is in that
-    catch-up, and its live event (numbered past the head) arrives too. The page gets it
-    once (bench/load.py counted such duplicates under load)."""
+async def connect_while_a_message_lands(team, pm, monkeypatch):
+    """A first connect whose catch-up reads the messages just after "between" was
+    committed (after it read the team's head)."""
     from teams import selectors
 
-    faulty_layer()
-    team, pm = await database_sync_to_async(setup)()
-    await database_sync_to_async(say)(team, "before")
     read_messages = selectors.team_messages_after_bounded
 
     def a_message_lands_between_the_reads(**kwargs):
@@ -239,6 +232,20 @@ async def test_a_message_committed_during_the_connect_catch_up_is_sent_once(
     monkeypatch.setattr(selectors, "team_messages_after_bounded", a_message_lands_between_the_reads)
     communicator = socket(pm, "/ws/teams/alpha/")
     assert (await communicator.connect())[0]
+    return communicator
+
+
+async def test_a_message_committed_during_the_connect_catch_up_is_sent_once(
+    faulty_layer, monkeypatch
+):
+    """A first connect (no `after_seq`) catches up on the messages after an id, read
+    after the team's head: a message committed between the two reads is in that
+    catch-up, and its live event (numbered past the head) arrives too. The page gets it
+    once (bench/load.py counted such duplicates under load)."""
+    faulty_layer()
+    team, pm = await database_sync_to_async(setup)()
+    await database_sync_to_async(say)(team, "before")
+    communicator = await connect_while_a_message_lands(team, pm, monkeypatch)
     seen = await read_for(communicator, 2.0)
     said = [content_of(e) for e in seen if e["event"] == "message.created"]
     assert said == ["before", "between"]
@@ -256,19 +263,9 @@ async def test_a_message_sent_by_the_connect_catch_up_is_not_sent_again_by_a_gap
 ):
     """The same message, its live event lost: the next event's gap fill reads it from
     the database, and the socket does not send it again."""
-    from teams import selectors
-
     faulty_layer(drop=lambda m: content_of(m) == "between")
     team, pm = await database_sync_to_async(setup)()
-    read_messages = selectors.team_messages_after_bounded
-
-    def a_message_lands_between_the_reads(**kwargs):
-        say(team, "between")
-        return read_messages(**kwargs)
-
-    monkeypatch.setattr(selectors, "team_messages_after_bounded", a_message_lands_between_the_reads)
-    communicator = socket(pm, "/ws/teams/alpha/")
-    assert (await communicator.connect())[0]
+    communicator = await connect_while_a_message_lands(team, pm, monkeypatch)
     await database_sync_to_async(say)(team, "after")
     seen = await read_for(communicator, 2.0)
     said = [(content_of(e), e.get("seq")) for e in seen if e["event"] == "message.created"]
