@@ -39,13 +39,66 @@ def request_packed(request: dict) -> tuple[bytes, str]:
     """(request_pack, request_digest) of a request, its large parts encoded once: the
     stored copy is the same canonical JSON the digest is taken of."""
     parts = {
-        key: json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        key: _messages_json(value) if key == "messages" else _canonical(value)
         for key, value in request.items()
     }
     shown = ",".join(f"{json.dumps(key)}:{parts.get(key, 'null')}" for key in SHOWN)
     digest = hashlib.sha256(("{" + shown + "}").encode()).hexdigest()
     text = "{" + ",".join(f"{json.dumps(key)}:{parts[key]}" for key in sorted(parts)) + "}"
     return zlib.compress(text.encode(), LEVEL), digest
+
+
+_encoder = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def _canonical(value) -> str:
+    """Canonical JSON (the digest's): sorted keys, no spaces, non-ASCII as it is."""
+    return _encoder.encode(value)
+
+
+# The canonical JSON of a text block, by its text: a history's blocks come again in every
+# request of the agent's, as the same string objects (their hash computed once), so
+# each is encoded once, not once a turn. Emptied when full (texts of older turns).
+_text_blocks: dict[str, str] = {}
+_ROLES = {"user": '"user"', "assistant": '"assistant"'}
+TEXT_BLOCKS_KEPT = 50_000
+
+
+def _messages_json(messages) -> str:
+    """_canonical(messages), byte for byte, with each plain text block encoded once."""
+    if not isinstance(messages, list):
+        return _canonical(messages)
+    kept = _text_blocks
+    parts = []
+    for message in messages:
+        content = message.get("content") if type(message) is dict else None
+        role = _ROLES.get(message.get("role")) if type(content) is list else None
+        if role is None or len(message) != 2:
+            parts.append(_canonical(message))
+            continue
+        blocks = []
+        for block in content:
+            plain = type(block) is dict and len(block) == 2 and block.get("type") == "text"
+            text = block.get("text") if plain else None
+            encoded = kept.get(text) if type(text) is str else None
+            if encoded is None:
+                encoded = _block_json(block)
+            blocks.append(encoded)
+        parts.append(f'{{"content":[{",".join(blocks)}],"role":{role}}}')
+    return f"[{','.join(parts)}]"
+
+
+def _block_json(block) -> str:
+    """A block's canonical JSON, kept when it is a plain text block."""
+    if type(block) is not dict or len(block) != 2 or block.get("type") != "text":
+        return _canonical(block)
+    text = block.get("text")
+    if type(text) is not str:
+        return _canonical(block)
+    if len(_text_blocks) >= TEXT_BLOCKS_KEPT:
+        _text_blocks.clear()
+    encoded = _text_blocks[text] = f'{{"text":{_canonical(text)},"type":"text"}}'
+    return encoded
 
 
 def request_unpack(blob: bytes | memoryview | None) -> dict | None:

@@ -290,12 +290,24 @@ KEPT_AGENTS = 512  # the agents whose last history a process keeps, least recent
 
 @dataclass(frozen=True)
 class _Kept:
-    """An agent's history as read for its last request: its rows by id, and the lines
-    rendered from them, under the key they were read with."""
+    """An agent's history as read for its last request (a History), under the key it
+    was read with."""
 
     key: tuple
-    rows: dict[int, Message]
-    lines: dict[int, tuple[str, str | None]]
+    history: History
+
+
+@dataclass
+class History:
+    """An agent's history for a request: its rows, each row's (role, text) as render
+    gives it, and the positions of the rows whose line depends on more than the row
+    (`_special`: a question's line, a PM's nudge), so that what looks at them need
+    not walk the whole history."""
+
+    rows: list[Message]
+    lines: list[tuple[str, str | None]]
+    special: list[int]
+    ids: list[int]  # the rows' ids
 
 
 _kept: OrderedDict[tuple[int, int], _Kept] = OrderedDict()
@@ -323,6 +335,10 @@ def _dynamic(message: Message) -> bool:
     return message.query_id is not None
 
 
+def _special(message: Message) -> bool:
+    return message.query_id is not None or message.kind == Message.Kind.NUDGE
+
+
 def agent_history(
     agent: Agent,
     team: Team,
@@ -330,16 +346,17 @@ def agent_history(
     phase: str,
     seen: int | None,
     agents: list[tuple[int, str, str]],
-) -> tuple[list[Message], list[tuple[str, str | None]]]:
-    """The agent's history for a request (as history_messages) and each row's
-    (role, text) as render gives it.
+) -> History:
+    """The agent's history for a request (as history_messages), rendered.
 
     With what this process kept of the agent's last request, the database still says
     which rows the history has (their ids: offloaded ones drop out, a late commit
-    comes in), and only the rows not read before are read whole. The key holds what
-    changes a line already rendered: the team's context version (an edited message)
-    and the roster (a renamed agent), with the team's creation time (ids may come
-    again after a rollback)."""
+    comes in), and only the rows not read before are read whole; when the history
+    only grew (the common case) the kept lines are taken as they are, and only the
+    questions' lines rendered again. The key holds what changes a line already
+    rendered: the team's context version (an edited message) and the roster (a
+    renamed agent), with the team's creation time (ids may come again after a
+    rollback)."""
     key = (team.created_at, team.context_version, tuple(agents))
     kept = None
     keep = KEEP_HISTORY and until_id is not None
@@ -350,34 +367,60 @@ def agent_history(
             kept = None
     if kept is None:
         rows = history_messages(agent, team, until_id, phase, seen)
-        lines: dict[int, tuple[str, str | None]] = {}
+        history = _history_of(rows, [render(m, agent) for m in rows])
     else:
-        ids = _history_ids(agent, team, phase, seen, until_id)
-        fresh = [i for i in ids if i not in kept.rows]
-        read = {}
-        if fresh:  # the rows written since (or committed late): the ids say which
-            messages = list(
-                Message.objects.filter(id__in=fresh).select_related("author").order_by("id")
-            )
-            _refresh_queries([m for m in messages if m.query_id is not None])  # as prefetched
-            read = {m.id: m for m in questions.delivered(messages)}
-        rows = [r for r in (kept.rows.get(i) or read.get(i) for i in ids) if r is not None]
-        lines = kept.lines
-        _refresh_queries([m for m in rows if _dynamic(m) and m.id in kept.rows])
-    rendered, shown = [], {}
-    for message in rows:
-        line = lines.get(message.id)
-        if line is None or _dynamic(message):
-            line = render(message, agent)
-        shown[message.id] = line
-        rendered.append(line)
+        history = _history_since(agent, team, phase, seen, until_id, kept.history)
     if keep:
         with _kept_lock:
-            _kept[team.id, agent.id] = _Kept(key, {m.id: m for m in rows}, shown)
+            _kept[team.id, agent.id] = _Kept(key, history)
             _kept.move_to_end((team.id, agent.id))
             while len(_kept) > KEPT_AGENTS:
                 _kept.popitem(last=False)
-    return rows, rendered
+    return history
+
+
+def _history_since(
+    agent: Agent, team: Team, phase: str, seen: int | None, until_id: int, kept: History
+) -> History:
+    """The history from what was kept of the last request and the rows read since."""
+    ids = _history_ids(agent, team, phase, seen, until_id)
+    kept_ids = kept.ids
+    grew = ids[: len(kept_ids)] == kept_ids
+    known = set() if grew else set(kept_ids)
+    fresh = ids[len(kept_ids) :] if grew else [i for i in ids if i not in known]
+    read = {}
+    if fresh:  # the rows written since (or committed late): the ids say which
+        messages = list(
+            Message.objects.filter(id__in=fresh).select_related("author").order_by("id")
+        )
+        _refresh_queries([m for m in messages if m.query_id is not None])  # as prefetched
+        read = {m.id: m for m in questions.delivered(messages)}
+    if grew:
+        rows, lines, special, row_ids = [*kept.rows], [*kept.lines], [*kept.special], [*kept_ids]
+        dynamic = [i for i in special if _dynamic(rows[i])]
+        _refresh_queries([rows[i] for i in dynamic])
+        for i in dynamic:
+            lines[i] = render(rows[i], agent)
+        for message in (read[i] for i in fresh if i in read):
+            if _special(message):
+                special.append(len(rows))
+            rows.append(message)
+            row_ids.append(message.id)
+            lines.append(render(message, agent))
+        return History(rows, lines, special, row_ids)
+    # Rows dropped out or came in between: the kept ones by id, the rest as read.
+    by_id = {m.id: (m, line) for m, line in zip(kept.rows, kept.lines, strict=True)}
+    rows = [r for r in (by_id[i][0] if i in by_id else read.get(i) for i in ids) if r]
+    _refresh_queries([m for m in rows if _dynamic(m) and m.id in by_id])
+    lines = [
+        by_id[m.id][1] if m.id in by_id and not _dynamic(m) else render(m, agent) for m in rows
+    ]
+    return _history_of(rows, lines)
+
+
+def _history_of(rows: list[Message], lines: list[tuple[str, str | None]]) -> History:
+    special = [i for i, m in enumerate(rows) if _special(m)]
+    return History(rows, lines, special, [m.id for m in rows])
 
 
 # Stand-ins for the two numbers of the history's ids statement, put in on each call.
@@ -482,10 +525,22 @@ def render(message: Message, agent: Agent) -> tuple[str, str | None]:
     return "user", f"[{message.speaker}]: {message.content}"
 
 
-def asking(agent: Agent, history: list[Message], lines: list[tuple[str, str | None]]) -> set[str]:
+def _last_shown(history: History, count: int) -> list[Message]:
+    """The last `count` rows of the history the request shows, oldest first."""
+    shown: list[Message] = []
+    for message, (_, text) in zip(reversed(history.rows), reversed(history.lines), strict=True):
+        if len(shown) == count:
+            break
+        if text:
+            shown.append(message)
+    return shown[::-1]
+
+
+def asking(agent: Agent, history: History) -> set[str]:
     """Who asked or passed on a question the agent's request shows open in its inbox."""
     names: set[str] = set()
-    for message, (_, text) in zip(history, lines, strict=True):
+    for i in history.special:  # every question's row among them
+        message, (_, text) = history.rows[i], history.lines[i]
         if text and message.kind == Message.Kind.QUERY and message.recipient_id == agent.id:
             hops = message.query.hops or []
             names.update(h["from"] for h in hops if h.get("kind") in ("ask", "forward"))
@@ -643,13 +698,21 @@ def with_nudge_records(
     return merged
 
 
-def cached_blocks(entries: list[tuple[str, str, float | None]], seen: int | None, tail: str):
-    """The history as content blocks, one per entry ((role, text, position): a message's
-    id, the opening's None, a nudge record's between two ids), with the two history
-    breakpoints, then the volatile tail."""
+def request_history(
+    entries: list[tuple[str, str, float | None]], seen: int | None, tail: str
+) -> tuple[list[dict], list[dict]]:
+    """The history then the volatile tail, both ways a request takes them (one walk
+    over the entries, (role, text, position): a message's id, the opening's None, a
+    nudge record's between two ids): plain text, one message per run of same-role
+    entries; and content blocks, one per entry, with the two history breakpoints."""
+    plain: list[list] = []  # [role, texts]
     messages: list[dict] = []
     read = None  # the last block the previous request had: it wrote the cache there
-    for role, text, message_id in entries:
+    for role, text, position in entries:
+        if plain and plain[-1][0] == role:
+            plain[-1][1].append(text)
+        else:
+            plain.append([role, [text]])
         if not text.strip():
             continue  # the API refuses empty text blocks
         block = {"type": "text", "text": text}
@@ -657,7 +720,7 @@ def cached_blocks(entries: list[tuple[str, str, float | None]], seen: int | None
             messages[-1]["content"].append(block)
         else:
             messages.append({"role": role, "content": [block]})
-        if seen is not None and (message_id is None or message_id <= seen):
+        if seen is not None and (position is None or position <= seen):
             read = block
     written = messages[-1]["content"][-1]  # the history's end: the next request reads it
     written["cache_control"] = dict(CACHE)
@@ -668,7 +731,12 @@ def cached_blocks(entries: list[tuple[str, str, float | None]], seen: int | None
         messages[-1]["content"].append(tail_block)
     else:
         messages.append({"role": "user", "content": [tail_block]})
-    return messages
+    if plain[-1][0] == "user":
+        plain[-1][1].append(tail)
+    else:
+        plain.append(["user", [tail]])
+    text = [{"role": role, "content": "\n\n".join(texts)} for role, texts in plain]
+    return text, messages
 
 
 # --- what a turn's claim reads for its request ---------------------------------
@@ -766,18 +834,20 @@ def build(
         seen = claimed.seen
     else:
         seen = previously_seen(agent, until_id)
-    history, lines = agent_history(agent, team, until_id, phase, seen, agents)
-    shown = [m for m, (_, text) in zip(history, lines, strict=True) if text]
-    note = mention_note(agent, shown, asking(agent, history, lines))
+    history = agent_history(agent, team, until_id, phase, seen, agents)
+    rows, lines = history.rows, history.lines
+    note = mention_note(agent, _last_shown(history, 3), asking(agent, history))
 
     opening = f"Team goal: {team.goal or '(none given)'}\nCurrent phase: {phase}"
     entries: list[tuple[str, str, float | None]] = [("user", opening, None)]
-    for message, (role, text) in zip(history, lines, strict=True):
-        if text:
-            entries.append((role, text, message.id))
+    entries += [
+        (role, text, message_id)
+        for message_id, (role, text) in zip(history.ids, lines, strict=True)
+        if text
+    ]
     # A PM's nudge is in the cue of the turn it is new to, whole; on the later turns of
     # the phase, a short record of it where that turn began.
-    nudges = [m for m in history if m.kind == Message.Kind.NUDGE]
+    nudges = [rows[i] for i in history.special if rows[i].kind == Message.Kind.NUDGE]
     new = [m for m in nudges if seen is None or m.id > seen]
     entries = with_nudge_records(agent, entries, [m for m in nudges if m not in new], seen)
     # The cue first: what follows the history's last line is the turn's, not a speaker's.
@@ -786,16 +856,5 @@ def build(
         cue.append(coach_cue(agent, team, phase, until_id, agents))
     cue += [*steering.cue_lines(agent, new, until_id), intent_line(agent), note]
     tail = "\n\n".join(p for p in cue if p)
-    turns: list[list] = []
-    for role, text, _ in [*entries, ("user", tail, None)]:
-        if turns and turns[-1][0] == role:
-            turns[-1][1] += "\n\n" + text
-        else:
-            turns.append([role, text])
-    return Prompt(
-        system=system,
-        messages=[{"role": role, "content": text} for role, text in turns],
-        snapshot=history,
-        mention_note=note,
-        blocks=cached_blocks(entries, seen, tail),
-    )
+    messages, blocks = request_history(entries, seen, tail)
+    return Prompt(system=system, messages=messages, snapshot=rows, mention_note=note, blocks=blocks)

@@ -30,3 +30,44 @@ def test_the_digest_is_of_what_the_model_is_shown_only():
     other_text = {**shown, "system": [{"type": "text", "text": "Another system."}]}
     assert request_digest(other_model) == request_digest(shown)
     assert request_digest(other_text) != request_digest(shown)
+
+
+def test_the_kept_copy_is_canonical_json_byte_for_byte_whatever_the_blocks():
+    """Text blocks are encoded once and kept by their text (teams.requests): the packed
+    copy must still be exactly the canonical JSON, the second time as the first."""
+    import json
+    import zlib
+
+    repeated = 'said twice — "quoted"\n\u2028'
+    request_ = {
+        "model": "m",
+        "max_tokens": 5,
+        "system": [],
+        "messages": [
+            {"role": "user", "content": "a plain string"},
+            {"role": "user", "content": [{"type": "text", "text": repeated}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": repeated},
+                    {"type": "note", "text": repeated},
+                    {"type": "text", "text": "marked", "cache_control": {"type": "ephemeral"}},
+                    {
+                        "type": "tool_use",
+                        "id": "t1",
+                        "name": "pass_turn",
+                        "input": {"b": 1, "a": 2},
+                    },
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+            },
+            {"role": "user", "content": [{"type": "text", "text": 7}], "extra": True},
+        ],
+    }
+    canonical = json.dumps(request_, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    for _ in range(2):
+        packed, _digest = request_packed(request_)
+        assert zlib.decompress(packed).decode() == canonical
