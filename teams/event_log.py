@@ -35,6 +35,58 @@ def live_event_record(*, team_id: int, name: str, wire: dict, private_to: int | 
     return seq
 
 
+def live_events_record(*, team_id: int, events: list[tuple[str, dict, int | None]]) -> list[int]:
+    """Number several events of one team (name, wire, private_to) in order and keep
+    them, in the current transaction, by one statement; their sequence numbers."""
+    if len(events) == 1:
+        name, wire, private_to = events[0]
+        return [live_event_record(team_id=team_id, name=name, wire=wire, private_to=private_to)]
+    first = _next_seqs_and_insert(team_id, events)
+    seqs = list(range(first, first + len(events)))
+    if any(seq % PRUNE_EVERY == 0 for seq in seqs) and seqs[-1] > LIVE_EVENTS_KEPT:
+        LiveEvent.objects.filter(team_id=team_id, seq__lte=seqs[-1] - LIVE_EVENTS_KEPT).delete()
+    return seqs
+
+
+def _next_seqs_and_insert(team_id: int, events: list[tuple[str, dict, int | None]]) -> int:
+    """_next_seq_and_insert for several events: the first of their numbers."""
+    team_table = connection.ops.quote_name(Team._meta.db_table)
+    event_table = connection.ops.quote_name(LiveEvent._meta.db_table)
+    columns = "(team_id, seq, name, payload, private_to, created_at)"
+    rows = ", ".join(["(%s, %s, %s, %s)"] * len(events))
+    values = [
+        value
+        for n, (name, wire, private_to) in enumerate(events, 1)
+        for value in (n, name, json.dumps(wire), private_to)
+    ]
+    if connection.vendor == "postgresql":
+        sql = (
+            f"WITH s AS (UPDATE {team_table} SET event_seq = event_seq + %s WHERE id = %s"
+            f" RETURNING id, event_seq - %s AS base) INSERT INTO {event_table} {columns}"
+            " SELECT s.id, s.base + v.n, v.name, v.payload::jsonb, v.private_to::bigint, now()"
+            f" FROM s, (VALUES {rows}) AS v(n, name, payload, private_to) RETURNING seq"
+        )
+        params = [len(events), team_id, len(events), *values]
+    else:
+        # The counter read once, before the rows go in (the trigger moves it on as each
+        # does); the rows take the numbers after it.
+        now = connection.ops.adapt_datetimefield_value(timezone.now())
+        sql = (
+            f"WITH s AS MATERIALIZED (SELECT id, event_seq AS base FROM {team_table}"
+            f" WHERE id = %s), v(n, name, payload, private_to) AS (VALUES {rows})"
+            f" INSERT INTO {event_table} {columns}"
+            " SELECT s.id, s.base + v.n, v.name, v.payload, v.private_to, %s FROM s, v"
+            " ORDER BY v.n RETURNING seq"
+        )
+        params = [team_id, *values, now]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        numbers = [row[0] for row in cursor.fetchall()]
+    if not numbers:
+        raise Team.DoesNotExist(f"No team {team_id} to publish to.")
+    return min(numbers)
+
+
 def _next_seq_and_insert(team_id: int, name: str, wire: dict, private_to: int | None) -> int:
     """One statement: the team's counter moved on (its row locked until the commit)
     and the event's row written."""

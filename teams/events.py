@@ -18,6 +18,7 @@ import asyncio
 import enum
 import logging
 import threading
+from contextlib import contextmanager
 from functools import partial
 from typing import ClassVar
 
@@ -423,9 +424,13 @@ def publish(event: Event, *, team_id: int) -> None:
         message[PRIVATE_TO] = event.private_to
     if event.audience & Audience.TEAM and not event.transient:
         # Numbered and kept in this transaction: a socket that misses it reads it back.
-        message["seq"] = event_log.live_event_record(
-            team_id=team_id, name=event.name, wire=wire, private_to=event.private_to
-        )
+        together = getattr(_numbering, "records", None)
+        if together is not None:  # with the others of numbered_together, at its end
+            together.append((team_id, (event.name, wire, event.private_to), message))
+        else:
+            message["seq"] = event_log.live_event_record(
+                team_id=team_id, name=event.name, wire=wire, private_to=event.private_to
+            )
     sends = []
     if event.audience & Audience.TEAM:
         sends.append(("group_send", (team_group(team_id), message)))
@@ -436,6 +441,32 @@ def publish(event: Event, *, team_id: int) -> None:
     else:
         for send in sends:
             _after_commit(*send)
+
+
+_numbering = threading.local()
+
+
+@contextmanager
+def numbered_together():
+    """The team events published within are numbered and kept at its end, a team's in
+    one statement, not one each: use it inside the transaction that writes what they
+    announce, around the publishing (their numbers still come in publishing order,
+    and they are sent when the transaction commits, as always)."""
+    if getattr(_numbering, "records", None) is not None:
+        yield  # an outer one numbers them
+        return
+    records: list[tuple[int, tuple[str, dict, int | None], dict]] = []
+    _numbering.records = records
+    try:
+        yield
+    finally:
+        _numbering.records = None
+    if records and not transaction.get_connection().needs_rollback:
+        for team_id in dict.fromkeys(team_id for team_id, _, _ in records):
+            mine = [(event, message) for t, event, message in records if t == team_id]
+            seqs = event_log.live_events_record(team_id=team_id, events=[e for e, _ in mine])
+            for seq, (_, message) in zip(seqs, mine, strict=True):
+                message["seq"] = seq
 
 
 def _in_event_loop() -> bool:

@@ -334,7 +334,12 @@ def turn_finish(
 
 
 @transaction.atomic
-def _turn_finish(*, turn, worker, text, outcome, reason, final_call) -> bool:
+def _turn_finish(**finish) -> bool:
+    with events.numbered_together():  # the message's and the turn's: one statement
+        return _turn_finish_numbered(**finish)
+
+
+def _turn_finish_numbered(*, turn, worker, text, outcome, reason, final_call) -> bool:
     agent, team = turn.agent, turn.team
     if final_call is not None:
         final_call.record()

@@ -271,3 +271,39 @@ async def test_a_message_sent_by_the_connect_catch_up_is_not_sent_again_by_a_gap
     said = [(content_of(e), e.get("seq")) for e in seen if e["event"] == "message.created"]
     assert said == [("between", None), ("after", 2)]
     await communicator.disconnect()
+
+
+def test_events_numbered_together_take_consecutive_numbers_in_publishing_order(monkeypatch):
+    """A turn's finish numbers its events in one statement (events.numbered_together):
+    each team's in the order published, after what the team had, and pruned as one by
+    one would be; nothing numbered when the transaction is rolled back."""
+    from django.db import transaction
+
+    from teams import events
+
+    monkeypatch.setattr(event_log, "LIVE_EVENTS_KEPT", 4)
+    monkeypatch.setattr(event_log, "PRUNE_EVERY", 5)
+    team, other = make_team(), make_team(slug="beta")
+    say(team, "before")  # seq 1
+    with transaction.atomic(), events.numbered_together():
+        say(team, "two", "three")
+        say(other, "elsewhere")
+        say(team, "four", "five", "six")
+    names = [
+        e["message"]["content"]
+        for e in LiveEvent.objects.filter(team=team)
+        .values_list("payload", flat=True)
+        .order_by("seq")
+    ]
+    seqs = list(LiveEvent.objects.filter(team=team).values_list("seq", flat=True).order_by("seq"))
+    assert seqs == [3, 4, 5, 6] and names == ["three", "four", "five", "six"]  # 1, 2 pruned at 5
+    team.refresh_from_db()
+    assert team.event_seq == 6 and event_log.team_event_head(team_id=other.id) == 1
+    with transaction.atomic():
+        with events.numbered_together():
+            say(team, "rolled back")
+            transaction.set_rollback(True)
+    team.refresh_from_db()
+    assert team.event_seq == 6
+    say(team, "after")
+    assert event_log.team_event_head(team_id=team.id) == 7
