@@ -571,9 +571,12 @@ def coach_cue(
     phase: str,
     until_id: int | None,
     agents: list[tuple[int, str, str]] | None = None,
+    passed: list[str] | None = None,
 ) -> str:
-    """Who passed since the coach last spoke (`agents`: the roster, when read)."""
-    passed = passes_since_coach_spoke(agent, team, phase, until_id)
+    """Who passed since the coach last spoke (`agents`: the roster, `passed`: who
+    passed, when read)."""
+    if passed is None:
+        passed = passes_since_coach_spoke(agent, team, phase, until_id)
     if not passed:
         return ""
     if agents is None:
@@ -770,7 +773,31 @@ def _claim_subqueries() -> dict:
         ),
         "prompt_mcp": mcp_servers.mcp_servers_stamp(team_id=turn_team),
         "prompt_consultants": consultations.profiles_enabled_stamp(team_id=turn_team),
+        "prompt_passes": RowsJson(_passes_since_spoke(), "id", "author__name"),
     }
+
+
+def _passes_since_spoke() -> QuerySet:
+    """passes_since_coach_spoke for the claimed turn's agent, phase and snapshot."""
+    own = Message.objects.filter(
+        team_id=OuterRef(OuterRef("team_id")),
+        phase=OuterRef(OuterRef("phase")),
+        author_id=OuterRef(OuterRef("agent_id")),
+        recipient__isnull=True,
+        id__lte=OuterRef(OuterRef("snapshot_message_id")),
+    )
+    spoke = Coalesce(Subquery(own.order_by("-id").values("id")[:1]), 0)
+    return (
+        Message.objects.filter(
+            team_id=OuterRef("team_id"),
+            phase=OuterRef("phase"),
+            kind=Message.Kind.PASS_NOTE,
+            id__gt=spoke,
+            id__lte=OuterRef("snapshot_message_id"),
+        )
+        .exclude(author_id=OuterRef("agent_id"))
+        .order_by("id")
+    )
 
 
 ROSTER_FIELDS = ("id", "name", "role", "position")
@@ -786,6 +813,7 @@ class Claimed:
     roster: list[tuple[int, str, str]]
     anchors: str  # the anchors' stamp
     tools: tuple[str, str]  # the stamps of the team's MCP servers and consultants
+    passes: list[str]  # passes_since_coach_spoke
 
 
 def claimed(turn: Turn) -> Claimed | None:
@@ -799,6 +827,9 @@ def claimed(turn: Turn) -> Claimed | None:
         roster=[(pk, name, role) for pk, name, role, _ in rows],
         anchors=turn.prompt_anchors or "[]",
         tools=(turn.prompt_mcp or "[]", turn.prompt_consultants or "[]"),
+        passes=list(
+            dict.fromkeys(n for _, n in sorted(json.loads(turn.prompt_passes or "[]")) if n)
+        ),
     )
 
 
@@ -853,7 +884,8 @@ def build(
     # The cue first: what follows the history's last line is the turn's, not a speaker's.
     cue = [f"It is your turn, {agent.name}."]
     if agent.role == Agent.Role.COACH:
-        cue.append(coach_cue(agent, team, phase, until_id, agents))
+        passed = claimed.passes if claimed is not None else None
+        cue.append(coach_cue(agent, team, phase, until_id, agents, passed))
     cue += [*steering.cue_lines(agent, new, until_id), intent_line(agent), note]
     tail = "\n\n".join(p for p in cue if p)
     messages, blocks = request_history(entries, seen, tail)

@@ -85,6 +85,28 @@ def test_a_steady_turn_reads_only_its_historys_ids_and_new_rows(team, agents):
         assert _request(turn, None) == request
 
 
+def test_a_coachs_claim_reads_who_passed_since_it_spoke_as_build_does(team, agents):
+    coach, coder, reviewer = agents["coach"], agents["coder"], agents["reviewer"]
+    Agent.objects.filter(pk=coach.pk).update(drift_score=100)
+    services.message_add(team=team, author=coach, content="Let us start.")
+    _sent(team, coach)
+    for agent in (coder, reviewer, coder):  # the coder twice: named once
+        services.message_add(
+            team=team, author=agent, content=f"({agent.name} passes: nothing)", kind="pass_note"
+        )
+    turn = _claim(team, coach)
+    assert prompts.claimed(turn).passes == ["coder", "reviewer"]
+    with CaptureQueriesContext(connection) as read:
+        request = _request(turn, prompts.claimed(turn))
+    assert "Since you last spoke, coder, reviewer passed" in request
+    # Only the history's ids: a pass is not in the history, and who passed came with the claim.
+    assert len(read.captured_queries) == 1, [q["sql"][:80] for q in read.captured_queries]
+    with mock.patch.object(prompts, "KEEP_HISTORY", False):
+        assert _request(turn, None) == request
+    services.message_add(team=team, author=coach, content="Go on.")
+    assert prompts.claimed(_claim(team, coach)).passes == []
+
+
 def test_a_claim_reads_the_roster_and_the_previous_snapshot_as_build_does(team, agents):
     coder = agents["coder"]
     services.message_add(team=team, author=agents["coach"], content="Hello.")
