@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import BigIntegerField, Exists, F, OuterRef, Subquery, Value
+from django.db.models import BigIntegerField, Exists, F, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -31,6 +31,7 @@ from teams.models import (
     Turn,
     WebhookEvent,
 )
+from teams.prepared import prepared_rows
 from teams.stamps import compiled_once
 from teams.usage import turn_add_usage, turn_usage_fields
 
@@ -54,8 +55,12 @@ def rotation(team: Team) -> list[Agent]:
     statement: `busy` (a turn of its own queued or running), `talking` (the team's
     conversation turn is queued or running) and `waiting` (the team's first turn
     stopped at a call for approval, or None)."""
-    speakers = team.agents.exclude(role=Agent.Role.EXTERNAL).order_by("position", "id")
-    return list(speakers.annotate(**compiled_once(Agent, _unfinished_turns)))
+    return prepared_rows(_speakers, team_id=team.id)
+
+
+def _speakers(team_id: int):
+    speakers = Agent.objects.filter(team_id=team_id).exclude(role=Agent.Role.EXTERNAL)
+    return speakers.order_by("position", "id").annotate(**compiled_once(Agent, _unfinished_turns))
 
 
 def _unfinished_turns() -> dict:
@@ -206,12 +211,16 @@ def turns_renew_leases(*, worker: str, turn_ids) -> int:
 
 
 def turn_claim(
-    turn_id: int, worker: str, *, replay_runs_it: bool = False, annotate: dict | None = None
+    turn_id: int,
+    worker: str,
+    *,
+    replay_runs_it: bool = False,
+    annotate: Callable[[], dict] | None = None,
 ) -> Turn | None:
     """Take a queued turn. Exactly one of any number of racing workers gets it, and
     none while a replay runs its team (teams.engine.replay answers its model calls),
-    unless `replay_runs_it` (the replay's own run). `annotate`: expressions read with
-    the turn (teams.engine.prompts: what building its request needs)."""
+    unless `replay_runs_it` (the replay's own run). `annotate` gives the expressions
+    read with the turn (teams.engine.prompts: what building its request needs)."""
     now = timezone.now()
     claim = compiled_once(Turn, _claim_expressions)
     queued = Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED)
@@ -227,7 +236,9 @@ def turn_claim(
     )
     if not claimed:
         return None
-    turn = Turn.objects.select_related("team", "agent").annotate(**(annotate or {})).get(pk=turn_id)
+    (turn,) = prepared_rows(
+        _CLAIMED_READS.setdefault(annotate, _claimed_read(annotate)), pk=turn_id
+    )
     chosen = turn.team.next_speaker_id == turn.agent_id
     if chosen and turn.purpose == Turn.Purpose.CONVERSATION:  # the PM's choice, used
         Team.objects.filter(pk=turn.team_id, next_speaker=turn.agent_id).update(next_speaker=None)
@@ -238,6 +249,18 @@ def turn_claim(
             team_id=turn.team_id,
         )
     return turn
+
+
+# The statement that reads a claimed turn, one per `annotate` (compiled once).
+_CLAIMED_READS: dict = {}
+
+
+def _claimed_read(annotate: Callable[[], dict] | None) -> Callable[..., QuerySet]:
+    def read(pk: int) -> QuerySet:
+        claimed = Turn.objects.select_related("team", "agent").filter(pk=pk)
+        return claimed.annotate(**annotate()) if annotate else claimed
+
+    return read
 
 
 def _claim_expressions() -> dict:

@@ -53,7 +53,7 @@ def run_turn(turn_id: int, worker: str) -> Turn | None:
         turn_id,
         worker,
         replay_runs_it=replaying.get() is not None,
-        annotate=prompts.claim_annotations(),
+        annotate=prompts.claim_annotations,
     )
     if turn is None:
         return None

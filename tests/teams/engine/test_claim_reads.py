@@ -34,7 +34,7 @@ def _claim(team: Team, agent: Agent) -> Turn:
     Turn.objects.filter(agent=agent, status=Turn.Status.RUNNING).update(status=Turn.Status.DONE)
     number = Turn.objects.filter(team=team).count() + 1
     queued = turns.turn_enqueue(team=Team.objects.get(pk=team.pk), agent=agent, number=number)
-    return turns.turn_claim(queued.id, "test-worker", annotate=prompts.claim_annotations())
+    return turns.turn_claim(queued.id, "test-worker", annotate=prompts.claim_annotations)
 
 
 def _request(turn: Turn, claimed) -> str:

@@ -264,6 +264,6 @@ def test_a_turns_files_line_is_of_its_own_phase(team, agents):
     assert "This phase: build." in system
     assert "Workspace files: you may write them with file_write in this phase." in system
     now = prompts.build(agents["coder"], team, phase="review")
-    assert "Workspace files: you read them now; you may write them in build." in now.system[0][
-        "text"
-    ]
+    assert (
+        "Workspace files: you read them now; you may write them in build." in now.system[0]["text"]
+    )
