@@ -373,6 +373,10 @@ def _turn_finish_numbered(*, turn, worker, text, outcome, reason, final_call) ->
     usage, cost = {}, 0
     if final_call is not None:
         usage, cost = turn_usage_fields(turn=turn, model=final_call.model, usage=final_call.usage)
+    # The team's row first (count, spend, lock), as every transaction that locks it
+    # with the turn's does: rolled back with the rest if the turn is no longer ours.
+    counted = 1 if turn.purpose == Turn.Purpose.CONVERSATION else 0
+    team = services.team_lock(team, add={"turn_count": counted, "spent_usd": cost})
     owned = _still_mine(turn, worker).update(
         status=Turn.Status.DONE,
         outcome=outcome,
@@ -387,8 +391,6 @@ def _turn_finish_numbered(*, turn, worker, text, outcome, reason, final_call) ->
         return False
     turn.status, turn.outcome, turn.finished_at = Turn.Status.DONE, outcome, finished_at
     Agent.objects.filter(pk=agent.pk).update(turns=F("turns") + 1, drift_score=turn.drift_score)
-    counted = 1 if turn.purpose == Turn.Purpose.CONVERSATION else 0
-    team = services.team_lock(team, add={"turn_count": counted, "spent_usd": cost})
     _turn_finished_publish(turn, team)
     budgets.budget_check(team)  # 80% of a budget used: the PM is told, once
     budgets.agent_budget_check(team, agent)  # and of the agent's own (no query without one)

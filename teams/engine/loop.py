@@ -508,11 +508,7 @@ def _offload_when_over_budget(turn: Turn, prompt: prompts.Prompt) -> prompts.Pro
         if result is None:
             break
         log.info("Turn %s: offloaded %s messages of %s", turn.id, result.count, agent.name)
-        prompt = prompts.build(
-            agent,
-            team,
-            until_id=turn.snapshot_message_id,
-            phase=turn.phase,
-            claimed=prompts.claimed(turn),
-        )
+        # Built afresh: what the claim read (who passed, the roster) was for the
+        # snapshot before the offload moved it.
+        prompt = prompts.build(agent, team, until_id=turn.snapshot_message_id, phase=turn.phase)
     return prompt
