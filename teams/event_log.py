@@ -30,8 +30,7 @@ def live_event_record(*, team_id: int, name: str, wire: dict, private_to: int | 
     """Number the event and keep it, in the current transaction (or on its own: one
     statement); its sequence number."""
     seq = _next_seq_and_insert(team_id, name, wire, private_to)
-    if seq % PRUNE_EVERY == 0 and seq > LIVE_EVENTS_KEPT:
-        LiveEvent.objects.filter(team_id=team_id, seq__lte=seq - LIVE_EVENTS_KEPT).delete()
+    _prune(team_id, [seq])
     return seq
 
 
@@ -43,9 +42,14 @@ def live_events_record(*, team_id: int, events: list[tuple[str, dict, int | None
         return [live_event_record(team_id=team_id, name=name, wire=wire, private_to=private_to)]
     first = _next_seqs_and_insert(team_id, events)
     seqs = list(range(first, first + len(events)))
+    _prune(team_id, seqs)
+    return seqs
+
+
+def _prune(team_id: int, seqs: list[int]) -> None:
+    """Every PRUNE_EVERY-th number, the team's events older than the newest kept go."""
     if any(seq % PRUNE_EVERY == 0 for seq in seqs) and seqs[-1] > LIVE_EVENTS_KEPT:
         LiveEvent.objects.filter(team_id=team_id, seq__lte=seqs[-1] - LIVE_EVENTS_KEPT).delete()
-    return seqs
 
 
 def _next_seqs_and_insert(team_id: int, events: list[tuple[str, dict, int | None]]) -> int:

@@ -237,7 +237,9 @@ def turn_claim(
     if not claimed:
         return None
     (turn,) = prepared_rows(
-        _CLAIMED_READS.setdefault(annotate, _claimed_read(annotate)), pk=turn_id
+        _CLAIMED_READS.get(annotate)
+        or _CLAIMED_READS.setdefault(annotate, _claimed_read(annotate)),
+        pk=turn_id,
     )
     chosen = turn.team.next_speaker_id == turn.agent_id
     if chosen and turn.purpose == Turn.Purpose.CONVERSATION:  # the PM's choice, used
