@@ -26,7 +26,7 @@ from the request; whole history drops the phase term of the history query; offlo
 off skips the loop's automatic offload; "agree" replies replace the passes.
 
 It prints, for each: requests, input tokens (plain, cache writes, cache reads),
-dollars at Sonnet prices (teams.catalog.cost_of) and each step's cut; then the
+dollars at Sonnet prices (teams.lib.catalog.cost_of) and each step's cut; then the
 input per turn of a 300-turn single-phase run without offload or caching, with
 caching only, and with offload and caching.
 
@@ -206,9 +206,11 @@ class Bench:
 
     def run(self, variant: Variant, plan: Plan, phases=None, max_turns=1000):
         """Run the plan as a team; the fake server's recorded requests, in order."""
-        from teams import pm_requests, selectors, services, team_actions
+        from teams import selectors, services
+        from teams.conversation import pm_requests
         from teams.engine import loop
         from teams.models import Agent, Keeper, Team, Turn
+        from teams.run import team_actions
         from tests.fakes.messages_api import FakeMessagesAPI, text, tool
         from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
 
@@ -314,7 +316,7 @@ class Result:
         return self.total("cache_read_input_tokens")
 
     def dollars(self, *, output: bool) -> Decimal:
-        from teams.catalog import Usage, cost_of
+        from teams.lib.catalog import Usage, cost_of
 
         usage = Usage(
             input_tokens=self.plain,

@@ -1,7 +1,7 @@
 """The cost of an agent's history per message, in one request's build.
 
 Builds the coder's request (prompts.build, then the stored copy and digest as a model
-step keeps them, teams.requests.request_packed) for two teams whose single phase holds
+step keeps them, teams.history.model_requests.request_packed) for two teams whose single phase holds
 100 and 1,000 messages, with what the process kept from the previous build (a steady
 turn's case, no new rows), many times over, alternating the teams, and prints the
 fastest of each and the difference per message: the part of a turn that grows with the
@@ -77,7 +77,7 @@ def _team(slug: str, size: int):
 
 def _build(team, coder, until) -> float:
     from teams.engine import prompts
-    from teams.requests import request_packed
+    from teams.history.model_requests import request_packed
 
     start = time.process_time()
     prompt = prompts.build(coder, team, until_id=until, phase="work")

@@ -1,7 +1,7 @@
 """Raw keeper retrieval over 100,000 entries: full-text search against a plain scan.
 
 Fills one team's keepers with 100,000 entries of generated conversation, then runs
-the same keyword queries through teams.keepers.search (FTS5 on SQLite, tsvector on
+the same keyword queries through teams.conversation.keepers.search (FTS5 on SQLite, tsvector on
 PostgreSQL) and through a substring scan (icontains on every term), and prints the
 median time of each. Target: full-text under 20 ms median on SQLite.
 
@@ -54,7 +54,8 @@ def main():
     from django.db.models import Q
 
     call_command("migrate", verbosity=0)
-    from teams import keepers, services
+    from teams import services
+    from teams.conversation import keepers
     from teams.models import Keeper, KeeperEntry
 
     rng = random.Random(7)

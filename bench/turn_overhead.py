@@ -57,8 +57,10 @@ def main():
     from django.db import connection
 
     call_command("migrate", verbosity=0)
-    from teams import pm_requests, selectors, services, team_actions
+    from teams import selectors, services
+    from teams.conversation import pm_requests
     from teams.engine import loop, worker
+    from teams.run import team_actions
 
     # Events go out through an event loop of the process, as a worker's do.
     worker.start_send_loop()
@@ -185,9 +187,9 @@ def main():
 
 def _replay(self, *, model, system, messages, tools, max_tokens=0, on_text=None):
     """The replay model: one short line per turn, at once (no tools)."""
-    from teams.catalog import OFFLINE_MODEL, Usage
     from teams.engine.offline import IDENTITY
     from teams.engine.reply import ModelReply
+    from teams.lib.catalog import OFFLINE_MODEL, Usage
 
     match = IDENTITY.search("\n".join(b["text"] for b in system))
     name = match["name"] if match else "agent"

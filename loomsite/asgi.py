@@ -21,8 +21,8 @@ from django.db import connections  # noqa: E402
 from django.http import Http404  # noqa: E402
 from django.http.request import is_same_domain, validate_host  # noqa: E402
 
-from teams.live.routing import channel_routes, websocket_urlpatterns  # noqa: E402
 from teams.mcp.asgi import MCPMount  # noqa: E402
+from teams.web.routing import channel_routes, websocket_urlpatterns  # noqa: E402
 
 
 def close_request_connections(sender, **kwargs):

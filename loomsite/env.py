@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 from pydantic_core import PydanticUseDefault
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from teams.catalog import MODEL_FAMILIES, family_of
+from teams.lib.catalog import MODEL_FAMILIES, family_of
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEV_SECRET_KEY = "loom-development-key-not-for-production"
@@ -295,7 +295,7 @@ class LoomEnv(BaseSettings):
     webhook_concurrency: Annotated[int, EmptyIsUnset] = Field(
         4, ge=1, le=32, validation_alias="LOOM_WEBHOOK_CONCURRENCY"
     )
-    # The outbound guard (teams.outbound): on, URLs people give (webhooks, consultants)
+    # The outbound guard (teams.lib.outbound): on, URLs people give (webhooks, consultants)
     # may lead to loopback, private, link-local and CGNAT addresses (an intranet; tests).
     outbound_allow_private: Annotated[bool, BeforeValidator(_boolean)] = Field(
         False, strict=True, validation_alias="LOOM_OUTBOUND_ALLOW_PRIVATE"
@@ -325,7 +325,7 @@ class LoomEnv(BaseSettings):
         60.0, ge=1, le=86_400, validation_alias="LOOM_HEALTH_MAX_QUEUE_AGE"
     )
     # GET /metrics: with a token, only `Authorization: Bearer <token>` is answered;
-    # without one, only loopback clients are (teams.metrics, loomsite.metrics).
+    # without one, only loopback clients are (teams.observability.metrics, loomsite.metrics).
     metrics_token: Annotated[str | None, EmptyIsUnset] = Field(
         None, min_length=16, validation_alias="LOOM_METRICS_TOKEN"
     )

@@ -1,4 +1,4 @@
-"""GET /metrics: the deployment's Prometheus metrics (teams.metrics builds them).
+"""GET /metrics: the deployment's Prometheus metrics (teams.observability.metrics builds them).
 
 Who may scrape: with LOOM_METRICS_TOKEN set, a request with `Authorization: Bearer
 <token>`; without it, loopback clients only (the client's address as
@@ -17,7 +17,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from loomsite.client_ip import client_ip
-from teams import metrics as loom_metrics
+from teams.observability import metrics as loom_metrics
 
 log = logging.getLogger("loom.metrics")
 
@@ -53,7 +53,7 @@ def live_sockets() -> int | None:
     """The live sockets of every process (their slots), or None when unknown."""
     from channels.layers import get_channel_layer
 
-    from teams.live.slots import socket_slots
+    from teams.web.slots import socket_slots
 
     try:
         return async_to_sync(socket_slots(get_channel_layer()).count)()

@@ -145,13 +145,13 @@ LOOM_WEBHOOK_TIMEOUT = loom_env.webhook_timeout
 LOOM_WEBHOOK_BACKOFF = loom_env.webhook_backoff
 LOOM_WEBHOOK_MAX_ATTEMPTS = loom_env.webhook_max_attempts
 LOOM_WEBHOOK_CONCURRENCY = loom_env.webhook_concurrency
-# The outbound guard (teams.outbound): URLs people give may lead to private addresses.
+# The outbound guard (teams.lib.outbound): URLs people give may lead to private addresses.
 LOOM_OUTBOUND_ALLOW_PRIVATE = loom_env.outbound_allow_private
 # MCP servers (teams.engine.mcp_client): seconds a connection, listing or tool call may take.
 LOOM_MCP_TIMEOUT = loom_env.mcp_timeout
-# Turn leases and health (teams.turns, teams.health): a running turn's lease in seconds
-# (renewed by its worker's heartbeat every quarter lease), a model call's timeout, and
-# the age of the oldest queued turn at which /healthz answers 503.
+# Turn leases and health (teams.run.turns, teams.observability.health): a running
+# turn's lease in seconds (renewed by its worker's heartbeat every quarter lease), a
+# model call's timeout, and the age of the oldest queued turn at which /healthz answers 503.
 LOOM_TURN_LEASE = loom_env.turn_lease
 LOOM_WORKER_THREADS = loom_env.worker_threads
 LOOM_MODEL_TIMEOUT = loom_env.model_timeout

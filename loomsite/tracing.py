@@ -1,10 +1,10 @@
-"""The trace context of HTTP requests: with tracing on (teams.telemetry), a request's
+"""The trace context of HTTP requests: with tracing on (teams.observability.telemetry), a request's
 W3C `traceparent` (and `tracestate`) becomes the parent of the work it starts: the
 turns it queues (start, answer, post: across the channel layer to the worker) and
 the model calls of a tool run through the API. Without tracing, or without the
 header, the request passes straight through."""
 
-from teams import telemetry
+from teams.observability import telemetry
 
 
 class TraceContextMiddleware:

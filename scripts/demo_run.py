@@ -17,9 +17,10 @@ import django  # noqa: E402
 
 django.setup()
 
-from teams import pm_requests, team_actions  # noqa: E402
+from teams.conversation import pm_requests  # noqa: E402
 from teams.engine import loop  # noqa: E402
 from teams.models import PMRequest, Team, Turn  # noqa: E402
+from teams.run import team_actions  # noqa: E402
 
 ANSWERS = {
     PMRequest.Kind.BUDGET: "Stop",

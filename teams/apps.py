@@ -11,16 +11,18 @@ class TeamsConfig(AppConfig):
         # handed to it here, once the app registry is ready.
         from django.db.models.signals import post_delete
 
-        from teams import catalog, models, workspace
+        from teams import models
+        from teams.files import workspace
+        from teams.lib import catalog
 
         catalog.prices_load_with(models.price_rows)
         # However a team is deleted (admin, shell, a cascade), its default workspace
         # folder goes with it: no other team ever finds its files.
         post_delete.connect(workspace.team_deleted, sender=models.Team, dispatch_uid="loom-folder")
-        from teams import revisions
+        from teams.files import revisions
 
         post_delete.connect(revisions.blobs_prune, sender=models.Team, dispatch_uid="loom-blobs")
         # Traces over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set; nothing otherwise.
-        from teams import telemetry
+        from teams.observability import telemetry
 
         telemetry.configure()

@@ -8,8 +8,8 @@ from decimal import Decimal
 from django.db.models import Count, DecimalField, Exists, OuterRef, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, Length
 
-from teams.catalog import MILLION, price_for
 from teams.errors import NotFound
+from teams.lib.catalog import MILLION, price_for
 from teams.models import (
     AGENT_NAME_PATTERN,
     Agent,
@@ -148,7 +148,7 @@ def team_messages_after_bounded(
 
 def team_transcript(*, team: Team) -> list[Message]:
     """What the PM sees: the whole conversation, pass notes included, and the PM's
-    nudges to single agents (teams.steering), newest last."""
+    nudges to single agents (teams.run.steering), newest last."""
     said = Message.objects.filter(team=team).filter(
         Q(recipient__isnull=True) | Q(kind=Message.Kind.NUDGE)
     )
@@ -239,7 +239,7 @@ def team_recent_consultations(*, team: Team, batches: int = RECENT_BATCHES) -> l
 
 
 def budget_warned_teams(*, user) -> QuerySet[Team]:
-    """The user's teams told that 80% of a budget is used (teams.budgets), theirs or
+    """The user's teams told that 80% of a budget is used (teams.run.budgets), theirs or
     an agent's own, not done: the PM inbox lists their warnings."""
     warned = (
         Q(cost_warned_at__isnull=False)

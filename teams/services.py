@@ -15,9 +15,9 @@ from django.db.models import F
 from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
-from teams import drift, events, lifecycle
 from teams.errors import Conflict, InvalidInput, NotFound, PermissionDenied, integrity_as, validated
-from teams.event_payloads import AnchorOut
+from teams.live import events
+from teams.live.event_payloads import AnchorOut
 from teams.models import (
     ACTIVE_TURN_STATUSES,
     DEFAULT_PHASES,
@@ -31,6 +31,7 @@ from teams.models import (
     Query,
     Team,
 )
+from teams.run import drift, lifecycle
 
 # Fields of a team a person configures; status, phase, counters and spend are live
 # state that only the services below and the engine change.
@@ -166,7 +167,7 @@ def team_update(*, team: Team, fields: list[str], consultants: list[str] | None 
     if not fields:
         return team
     # A changed budget is a new budget: its 80% warning is armed again (as a budget
-    # request's answer does, teams.budgets.budget_apply).
+    # request's answer does, teams.run.budgets.budget_apply).
     caps = {"max_cost_usd": "cost_warned_at", "max_turns": "turns_warned_at"}
     stored = Team.objects.filter(pk=team.pk).values(*caps).first() or {}
     rearmed = [w for f, w in caps.items() if f in fields and stored.get(f) != getattr(team, f)]
@@ -371,7 +372,7 @@ def agent_update(*, agent: Agent, fields: list[str]) -> Agent:
 
 def agent_cost_rearmed(agent: Agent, fields) -> list[str]:
     """A changed cost budget is a new budget: its 80% warning is armed again (as a
-    budget request's answer does, teams.budgets.budget_apply), on `agent` before it
+    budget request's answer does, teams.run.budgets.budget_apply), on `agent` before it
     is saved; the fields to save with it. Saving the same cap again re-arms nothing."""
     if "max_cost_usd" not in fields or agent.pk is None:
         return []

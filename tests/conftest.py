@@ -29,13 +29,13 @@ def private_data_dir(settings, tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def names(monkeypatch):
-    """The outbound guard's name lookups (teams.outbound.resolve) answered here: no
+    """The outbound guard's name lookups (teams.lib.outbound.resolve) answered here: no
     test looks a name up on the network. `localhost` is 127.0.0.1; a test adds the names
     it needs (`names["hooks.example.test"] = ["10.0.0.5"]`); any other name does not
     resolve."""
     import socket
 
-    from teams import outbound
+    from teams.lib import outbound
 
     table = {"localhost": ["127.0.0.1"]}
 

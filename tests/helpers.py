@@ -93,7 +93,7 @@ def api_token(**kwargs) -> str:
 
 def socket(user, path):
     """A client of our WebSocket routes, as `user` (the auth middleware's job)."""
-    from teams.live.routing import websocket_urlpatterns
+    from teams.web.routing import websocket_urlpatterns
 
     communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
     communicator.scope["user"] = user
@@ -211,7 +211,7 @@ def price_model(model: str, input_usd="0.4", output_usd="1.6"):
     does not leave every other model unpriced."""
     from decimal import Decimal
 
-    from teams import catalog
+    from teams.lib import catalog
     from teams.models import ModelPrice
 
     if not ModelPrice.objects.exists():
@@ -239,7 +239,7 @@ def price_model(model: str, input_usd="0.4", output_usd="1.6"):
 
 def make_turn(agent, **fields):
     """A turn row of `agent` in its team, with the fields given (the engine's own
-    turns are enqueued by teams.turns; tests that need a turn in a state make one)."""
+    turns are enqueued by teams.run.turns; tests that need a turn in a state make one)."""
     from teams.models import Turn
 
     return Turn.objects.create(team=fields.pop("team", None) or agent.team, agent=agent, **fields)
@@ -261,7 +261,8 @@ def furnish(team, agents, *, token_label="old script"):
     and token."""
     from types import SimpleNamespace
 
-    from teams import keepers, pm_requests, questions, services
+    from teams import services
+    from teams.conversation import keepers, pm_requests, questions
 
     query = questions.ask(
         team=team, origin=agents["researcher"], question="Which parser?", target="coder"
@@ -304,8 +305,8 @@ def coder_asks_peer(messages_api, after=()):
 def stop_at_approval(team, messages_api, after=()):
     """Run the team until the coder's peer_message (set to `ask`) waits for the PM;
     the fake API's record."""
-    from teams import team_actions
     from teams.models import Team
+    from teams.run import team_actions
 
     Team.objects.filter(pk=team.pk).update(tool_approvals={"peer_message": "ask"})
     team.refresh_from_db()
@@ -324,7 +325,7 @@ FAKE_MCP_COMMAND = [
 
 def make_mcp_server(team, name="fake", **kwargs):
     """A stdio MCP server of the team running the fake (made as a superuser would)."""
-    from teams import mcp_servers
+    from teams.integrations import mcp_servers
 
     spec = {"transport": "stdio", "command": FAKE_MCP_COMMAND, "by_superuser": True}
     return mcp_servers.mcp_server_create(team=team, name=name, **{**spec, **kwargs})

@@ -5,7 +5,7 @@ are in the tools' input schema. Answers come in the structured PeerOutput, rende
 compactly for the asking agent and stored whole.
 
 Every consultant call passes the same pre-call check as a turn's model call
-(teams.budgets.call_refusal): a consultant whose model has no price, or whose call
+(teams.run.budgets.call_refusal): a consultant whose model has no price, or whose call
 would cross the team's or the agent's cost budget, is not asked (the team then
 pauses with a budget request, as the loop does). ask_multi's result holds every
 consultant's answer, each within its share of the tool's result budget."""
@@ -22,12 +22,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from teams import budgets
-from teams import consultations as c
-from teams.catalog import Usage
 from teams.errors import LoomError
+from teams.files.workspace import MAX_PATH_CHARS
+from teams.integrations import consultations as c
+from teams.lib.catalog import Usage
 from teams.models import HUMAN_TEXT_LIMIT, SHORT_TEXT_LIMIT, ConsultantProfile, Consultation, Team
-from teams.workspace import MAX_PATH_CHARS
+from teams.run import budgets
 from tools.base import Params, Tool, ToolContext, ToolResult, _short
 from tools.registry import register
 

@@ -1,7 +1,7 @@
 """Context tools: offload old context to a keeper, retrieve it later.
 
 context_offload moves the oldest messages of the agent's own snapshot into a
-topic-labelled keeper (teams.keepers.offload), which leaves one stub line in the
+topic-labelled keeper (teams.conversation.keepers.offload), which leaves one stub line in the
 agent's history saying what went where and how to recall it; context_retrieve reads
 keepers back (raw lines or a focused answer)."""
 
@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from teams import keepers
+from teams.conversation import keepers
 from teams.models import Keeper
 from tools.base import Params, Tool, ToolContext, ToolResult, _short
 from tools.registry import register

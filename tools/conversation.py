@@ -2,8 +2,9 @@
 
 from pydantic import Field
 
-from teams import pm_requests, team_actions
+from teams.conversation import pm_requests
 from teams.models import HUMAN_TEXT_LIMIT, Agent, TeamStatus, Turn
+from teams.run import team_actions
 from tools.base import Params, Tool, ToolContext, ToolResult, TurnEnd
 from tools.registry import register
 

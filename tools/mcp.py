@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import jsonschema
 from pydantic import BaseModel, ConfigDict
 
-from teams.mcp_servers import SEPARATOR, mcp_offered_tools
+from teams.integrations.mcp_servers import SEPARATOR, mcp_offered_tools
 from teams.models import ApprovalPolicy, McpServer, Team
 from tools.base import Tool, ToolContext, ToolResult
 
@@ -137,7 +137,7 @@ def _untitled(schema: dict) -> dict:
 
 
 def mcp_tools(team: Team) -> list[type[McpTool]]:
-    """The team's MCP tools as their servers last listed them (teams.mcp_servers keeps
+    """The team's MCP tools as their servers last listed them (teams.integrations.mcp_servers keeps
     out tools with a problem and `never` ones); roles and phases are checked per agent
     like any tool's (Tool.access: the server's, or the team's tool_access)."""
     if team is None or team.pk is None:

@@ -1,8 +1,8 @@
 """Mesh tools: the agent's hierarchy (trajectory → tactic → action), the team's
 anchors, a context refresh and a drift check. scan_hierarchy, save_anchor, think_back
 and check_drift keep the descriptions and result texts of their design, with Loom's
-additions; a "session" is one agent in one team (teams/mesh.py says how its fields
-map). The drift score, its bands and check_drift's report live in teams/drift.py.
+additions; a "session" is one agent in one team (teams/hierarchy.py says how its fields
+map). The drift score, its bands and check_drift's report live in teams/run/drift.py.
 
 Each tool's digest is the line the agent's later requests in the phase carry about
 the call: the writes say what was written; the reads keep no record (scan_hierarchy,
@@ -17,9 +17,11 @@ from typing import Literal
 from django.utils import timezone
 from pydantic import Field
 
-from teams import drift, mesh, services
-from teams.drift import chain_breaks, drift_report, score
+from teams import services
+from teams.conversation import hierarchy
 from teams.models import HUMAN_TEXT_LIMIT, Anchor, Team
+from teams.run import drift
+from teams.run.drift import chain_breaks, drift_report, score
 from tools.base import DIGEST_CHARS, Params, Tool, ToolContext, ToolResult, _short
 from tools.context import ContextOffload
 from tools.registry import register
@@ -65,7 +67,7 @@ class DeclareIntent(Tool):
     Params = DeclareIntentParams
 
     def run(self, params: DeclareIntentParams, ctx: ToolContext) -> str:
-        agent = mesh.agent_declare_intent(
+        agent = hierarchy.agent_declare_intent(
             agent=ctx.agent,
             trajectory=params.trajectory,
             tactic=params.tactic,
@@ -112,7 +114,9 @@ class MapContext(Tool):
     Params = MapContextParams
 
     def run(self, params: MapContextParams, ctx: ToolContext) -> str:
-        agent = mesh.agent_map_context(agent=ctx.agent, level=params.level, content=params.content)
+        agent = hierarchy.agent_map_context(
+            agent=ctx.agent, level=params.level, content=params.content
+        )
         return (
             f'{params.level.capitalize()} updated: "{params.content}". '
             f"Drift score: {agent.drift_score}/100."
@@ -135,7 +139,7 @@ class ScanHierarchy(Tool):
     def run(self, params, ctx: ToolContext) -> str:
         agent, team = ctx.agent, ctx.team
         agent.refresh_from_db()
-        if not mesh.has_session(agent):
+        if not hierarchy.has_session(agent):
             return NO_SESSION
         result = {
             "session": {
@@ -145,7 +149,9 @@ class ScanHierarchy(Tool):
                 "date": timezone.localdate().isoformat(),
                 "role": agent.role,
             },
-            "hierarchy": {level: getattr(agent, level) or "(not set)" for level in mesh.LEVELS},
+            "hierarchy": {
+                level: getattr(agent, level) or "(not set)" for level in hierarchy.LEVELS
+            },
             "metrics": {
                 "turns": agent.turns,
                 "drift_score": score(agent),
@@ -226,11 +232,11 @@ class ThinkBack(Tool):
     def run(self, params, ctx: ToolContext) -> str:
         agent, team = ctx.agent, ctx.team
         agent.refresh_from_db()
-        if not mesh.has_session(agent):
+        if not hierarchy.has_session(agent):
             return NO_SESSION
         lines = ["=== THINK BACK: Context Refresh ===", "", "## Where You Are"]
         lines.append(f"Mode: {team.phase}")
-        for level in mesh.LEVELS:
+        for level in hierarchy.LEVELS:
             if getattr(agent, level):
                 lines.append(f"{level.capitalize()}: {getattr(agent, level)}")
         files = list(agent.files_touched or [])
@@ -255,7 +261,7 @@ class ThinkBack(Tool):
                 lines.append(f"  ... and {len(files) - FILES_SHOWN} more")
             lines.append("")
         team.refresh_from_db(fields=["plan"])
-        plan = mesh.plan_section(team.plan)
+        plan = hierarchy.plan_section(team.plan)
         if plan:
             lines += [plan, ""]
         lines.append("=== END THINK BACK ===")
@@ -277,7 +283,7 @@ class CheckDrift(Tool):
 
     def run(self, params, ctx: ToolContext) -> str:
         ctx.agent.refresh_from_db()
-        if not mesh.has_session(ctx.agent):
+        if not hierarchy.has_session(ctx.agent):
             return NO_SESSION
         return drift_report(ctx.agent)
 
@@ -290,7 +296,7 @@ class CheckDrift(Tool):
         return f"You checked your drift: {value}/100 ({drift.meaning(value)})."
 
 
-# The report and the advice (teams/drift.py) name these tools.
+# The report and the advice (teams/run/drift.py) name these tools.
 drift.advice_tools_register(
     declare=DeclareIntent.name, refocus=MapContext.name, reset=ContextOffload.name
 )

@@ -10,7 +10,7 @@ import re
 
 from pydantic import Field
 
-from teams import questions
+from teams.conversation import questions
 from teams.models import HUMAN_TEXT_LIMIT, SHORT_TEXT_LIMIT, Message, Query
 from tools.base import Params, Tool, ToolContext, ToolResult, _short
 from tools.registry import register

@@ -17,8 +17,9 @@ from dataclasses import replace
 from django.db import transaction
 from pydantic import ValidationError
 
-from teams import approvals, consultations, mesh
+from teams.conversation import approvals, hierarchy
 from teams.errors import LoomError, ModelError, PermissionDenied
+from teams.integrations import consultations
 from teams.models import ApprovalPolicy, Team, TeamStatus
 from tools.base import Tool, ToolContext, ToolResult, truncate
 
@@ -228,7 +229,7 @@ def state_refusal(tool: type[Tool], team: Team) -> str:
 def _execute(tool, name: str, arguments, ctx: ToolContext, allowed) -> ToolResult:
     if tool is None or (allowed is not None and tool not in allowed):
         if tool is not None:  # its role or phase does not allow it: a violation (seed 004)
-            mesh.agent_record_violation(agent=ctx.agent)
+            hierarchy.agent_record_violation(agent=ctx.agent)
         return ToolResult(f"Error: Unknown tool {name!r} (not available to you).", is_error=True)
     refused = state_refusal(tool, ctx.team)
     if refused:  # the team's state table, not the agent's rights: no violation

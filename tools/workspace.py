@@ -1,5 +1,5 @@
 """Workspace tools: list and read the team's files (every role), write them (coders,
-in the implementation phase). The guards and limits are teams/workspace.py's."""
+in the implementation phase). The guards and limits are teams/files/workspace.py's."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from teams import workspace
+from teams.conversation.phase_guide import IMPLEMENTATION_LIKE, implementation_like
+from teams.files import workspace
 from teams.models import Agent, Turn, TurnStep
-from teams.phase_guide import IMPLEMENTATION_LIKE, implementation_like
 from tools.base import MAX_RESULT_CHARS, Params, Tool, ToolContext, ToolResult
 from tools.registry import register
 

@@ -2,9 +2,10 @@
 
 from django.contrib import admin, messages
 
-from teams import consultations, selectors
+from teams import selectors
 from teams.admin.forms import ConsultantProfileForm
 from teams.admin.scoping import SuperuserOnlyAdmin
+from teams.integrations import consultations
 from teams.models import (
     ConsultantProfile,
     ModelPrice,
@@ -44,7 +45,7 @@ class ConsultantProfileAdmin(SuperuserOnlyAdmin):
 
 @admin.register(ModelPrice)
 class ModelPriceAdmin(SuperuserOnlyAdmin):
-    """What each model's tokens cost (teams.catalog.cost_of): superusers only."""
+    """What each model's tokens cost (teams.lib.catalog.cost_of): superusers only."""
 
     list_display = ("model", "input_usd", "output_usd", "cache_write_usd", "cache_read_usd")
     search_fields = ("model",)

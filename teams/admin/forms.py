@@ -6,8 +6,10 @@ import re
 from django import forms
 from django.core.exceptions import ValidationError
 
-from teams import approvals, consultations, mcp_servers, services
+from teams import services
+from teams.conversation import approvals
 from teams.errors import InvalidInput, LoomError
+from teams.integrations import consultations, mcp_servers
 from teams.models import (
     Agent,
     Anchor,
@@ -69,8 +71,8 @@ class TeamForm(forms.ModelForm):
         error_messages = {"slug": {"unique": "This slug is not available: choose another."}}
 
 
-# What each answer does, said on the admin's PM request page (teams.pm_requests,
-# teams.budgets, teams.approvals do it).
+# What each answer does, said on the admin's PM request page (teams.conversation.pm_requests,
+# teams.run.budgets, teams.conversation.approvals do it).
 ANSWER_EFFECTS = {
     PMRequest.Kind.QUESTION: "Your answer joins the conversation and the team resumes.",
     PMRequest.Kind.BUDGET: "“Raise by 50%” or “Double” raises the budget and the team "
@@ -87,7 +89,7 @@ ANSWER_EFFECTS = {
 
 
 class AgentForm(forms.ModelForm):
-    """An agent's settings, and the PM's steering of it (teams.steering): each filled
+    """An agent's settings, and the PM's steering of it (teams.run.steering): each filled
     steering field calls its service when the form is saved."""
 
     speak_next = forms.BooleanField(
@@ -248,7 +250,7 @@ class WebhookForm(forms.ModelForm):
 
 
 class ConsultantProfileForm(forms.ModelForm):
-    """A consultant's base URL leads to no private address (teams.outbound)."""
+    """A consultant's base URL leads to no private address (teams.lib.outbound)."""
 
     class Meta:
         model = ConsultantProfile
@@ -274,7 +276,7 @@ class ConsultantProfileForm(forms.ModelForm):
 
 
 class McpServerForm(forms.ModelForm):
-    """Checked by the service's own rules (teams.mcp_servers), each problem on its
+    """Checked by the service's own rules (teams.integrations.mcp_servers), each problem on its
     field. `by_superuser` is set by the admin: others may not add a stdio server, and
     see a stdio server's command and variables read-only."""
 

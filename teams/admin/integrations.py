@@ -11,21 +11,14 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.formats import date_format
 from django.utils.html import format_html
 
-from teams import mcp_servers, services
+from teams import services
 from teams.admin.forms import ApiTokenForm, McpServerForm, WebhookForm
 from teams.admin.fragments import fragment
 from teams.admin.scoping import HistoryAdminMixin, SuperuserOnlyAdmin, TeamScopedAdmin
 from teams.engine import mcp_client
 from teams.errors import LoomError
-from teams.health import live_window
-from teams.models import (
-    ApiToken,
-    McpServer,
-    Webhook,
-    WebhookDelivery,
-    WorkerHeartbeat,
-)
-from teams.webhooks import (
+from teams.integrations import mcp_servers
+from teams.integrations.webhooks import (
     WEBHOOK_SETTINGS,
     delivery_retry,
     webhook_create,
@@ -33,6 +26,14 @@ from teams.webhooks import (
     webhook_secret_rotate,
     webhook_update,
 )
+from teams.models import (
+    ApiToken,
+    McpServer,
+    Webhook,
+    WebhookDelivery,
+    WorkerHeartbeat,
+)
+from teams.observability.health import live_window
 
 
 def shown_once(model_admin, request, title: str, **context) -> TemplateResponse:
@@ -145,7 +146,7 @@ def with_seconds(value) -> str:
 @admin.register(Webhook)
 class WebhookAdmin(TeamScopedAdmin):
     """A team's webhooks: made here (the secret shown once), changed (URL, events,
-    enabled) and deleted through teams.webhooks; the latest deliveries on the page."""
+    enabled) and deleted through teams.integrations.webhooks; the latest deliveries on the page."""
 
     form = WebhookForm
     list_display = ("url", "team", "event_list", "enabled", "secret_prefix", "created_at")
@@ -316,7 +317,7 @@ class WebhookDeliveryAdmin(HistoryAdminMixin, TeamScopedAdmin):
 
 @admin.register(McpServer)
 class McpServerAdmin(TeamScopedAdmin):
-    """A team's MCP servers: made, changed and deleted through teams.mcp_servers, their
+    """A team's MCP servers: made, changed and deleted through teams.integrations.mcp_servers, their
     tools listed again by the action. A stdio server runs a command on the Loom host:
     its command and variables are a superuser's (others see them read-only and add
     streamable HTTP servers only). Variable values are never here: only names."""
@@ -413,7 +414,7 @@ class McpServerAdmin(TeamScopedAdmin):
 
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(SuperuserOnlyAdmin):
-    """The turn workers' signs of life (teams.health), read-only: the workers write
+    """The turn workers' signs of life (teams.observability.health), read-only: the workers write
     them. Deployment-wide (hosts and pids), so for superusers only."""
 
     list_display = ("worker", "host", "pid", "running_turns", "started_at", "last_seen", "alive")

@@ -6,10 +6,13 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from teams import cloning, consultations, forking, requests, selectors
+from teams import selectors
 from teams.admin.fragments import fragment
 from teams.admin.scoping import HistoryAdminMixin, HistoryInline, TeamScopedAdmin
 from teams.errors import LoomError
+from teams.files.workspace import file_read as workspace_file_read
+from teams.history import cloning, forking, model_requests
+from teams.integrations import consultations
 from teams.models import (
     AnchorRevision,
     Consultation,
@@ -21,7 +24,6 @@ from teams.models import (
     TurnStep,
     WorkspaceFile,
 )
-from teams.workspace import file_read as workspace_file_read
 
 
 @admin.register(Message)
@@ -39,7 +41,7 @@ class MessageAdmin(HistoryAdminMixin, TeamScopedAdmin):
 
     @admin.action(description="Fork the team at this message", permissions=["view"])
     def fork_here(self, request, queryset):
-        """A new idle team holding the message's team as of the message (teams.forking)."""
+        """A new idle team holding the message's team as of the message (teams.history.forking)."""
         if len(queryset) != 1:
             self.message_user(request, "Select one message to fork at.", messages.ERROR)
             return
@@ -81,10 +83,10 @@ class TurnStepInline(HistoryInline):
     @admin.display(description="what the model read")
     def request_sent(self, obj):
         """A model step's request exactly as sent (as `manage.py team prompt` prints it)."""
-        request = requests.request_unpack(obj.request)
+        request = model_requests.request_unpack(obj.request)
         if request is None:
             return "—"
-        text = requests.request_text(request)
+        text = model_requests.request_text(request)
         return format_html(
             "<details><summary>request ({} characters)</summary><pre>{}</pre></details>",
             f"{len(text):,}",

@@ -8,13 +8,13 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from teams import cloning, phase_guide, pm_requests, selectors, services, steering, team_actions
+from teams import selectors, services
 from teams.admin.forms import AgentForm, PMRequestAnswerForm, TeamForm, budget_formfield
 from teams.admin.fragments import fragment
 from teams.admin.scoping import HistoryInline, ScopedChoicesMixin, TeamScopedAdmin
-from teams.drift import drift_report
+from teams.conversation import phase_guide, pm_requests
 from teams.errors import LoomError
-from teams.lifecycle import TeamAction
+from teams.history import cloning
 from teams.models import (
     Agent,
     Anchor,
@@ -23,6 +23,9 @@ from teams.models import (
     PMRequest,
     Team,
 )
+from teams.run import steering, team_actions
+from teams.run.drift import drift_report
+from teams.run.lifecycle import TeamAction
 from teams.web import charts
 from teams.web.presentation import agent_drift, money_tables
 
@@ -232,7 +235,7 @@ class TeamAdmin(BudgetFieldsMixin, TeamScopedAdmin):
 
     @admin.action(description="Run again (make a fresh copy)", permissions=["change"])
     def run_again(self, request, queryset):
-        """A fresh idle copy of each selected team (see teams.cloning), linked."""
+        """A fresh idle copy of each selected team (see teams.history.cloning), linked."""
         for team in queryset:
             try:
                 clone = cloning.team_clone(

@@ -3,7 +3,7 @@ agent needs (its context, and posting as it)."""
 
 from ninja import Query, Router, Status
 
-from teams import questions, selectors, services
+from teams import selectors, services
 from teams.access import Caller
 from teams.api.auth import caller
 from teams.api.paging import MAX_ID, Limit, page_of, within_chars
@@ -18,10 +18,11 @@ from teams.api.schemas.agents import (
 )
 from teams.api.schemas.common import responses
 from teams.api.schemas.messages import MessageIn
-from teams.drift import chain_breaks, drift_report, health, recommendation, score
+from teams.conversation import questions
 from teams.engine.prompts import history_queryset
-from teams.event_payloads import MessageOut, QueryOut
+from teams.live.event_payloads import MessageOut, QueryOut
 from teams.models import Agent, Anchor, Team, Turn
+from teams.run.drift import chain_breaks, drift_report, health, recommendation, score
 
 router = Router(tags=["agents"])
 

@@ -2,7 +2,6 @@
 
 from ninja import Router, Status
 
-from teams import consultations
 from teams.api.auth import caller
 from teams.api.paging import Limit, within_chars
 from teams.api.schemas.common import responses
@@ -13,6 +12,7 @@ from teams.api.schemas.consultants import (
     ConsultationOut,
 )
 from teams.errors import NotFound
+from teams.integrations import consultations
 from teams.models import ConsultantProfile, Consultation
 
 router = Router(tags=["consultants"])

@@ -3,7 +3,6 @@ and read a workspace file's revisions."""
 
 from ninja import Query, Router, Status
 
-from teams import comparing, forking, revisions, workspace
 from teams.api.auth import caller
 from teams.api.paging import MAX_NUMBER
 from teams.api.schemas.common import responses
@@ -19,6 +18,8 @@ from teams.api.schemas.forks import (
 )
 from teams.api.workspace import PATH_HELP, query_path
 from teams.engine import replay
+from teams.files import revisions, workspace
+from teams.history import comparing, forking
 
 router = Router(tags=["time travel"])
 

@@ -5,7 +5,7 @@ import re
 from django.db.models import Count, Q
 from ninja import Query, Router, Status
 
-from teams import keepers, services
+from teams import services
 from teams.access import Caller
 from teams.api.auth import caller
 from teams.api.paging import MAX_ID, Limit, page_of, within_chars
@@ -20,9 +20,10 @@ from teams.api.schemas.knowledge import (
     QueryDetailOut,
     RetrievalOut,
 )
-from teams.catalog import default_model
+from teams.conversation import keepers
 from teams.engine.loop import model_asker
 from teams.errors import NotFound
+from teams.lib.catalog import default_model
 from teams.models import (
     ANCHOR_KEY_PATTERN,
     Agent,

@@ -4,11 +4,11 @@ one or change what it runs; a PM adds streamable HTTP servers."""
 
 from ninja import Router, Status
 
-from teams import mcp_servers
 from teams.api.auth import caller
 from teams.api.schemas.common import responses
 from teams.api.schemas.mcp_servers import McpServerIn, McpServerOut, McpServerPatch
 from teams.engine import mcp_client
+from teams.integrations import mcp_servers
 from teams.models import McpServer, Team
 
 router = Router(tags=["mcp-servers"])

@@ -4,13 +4,14 @@ from typing import Literal
 
 from ninja import Query, Router, Status
 
-from teams import pm_requests, selectors
+from teams import selectors
 from teams.api.auth import caller
 from teams.api.paging import MAX_ID, Limit, page_of, within_chars
 from teams.api.schemas.common import responses
 from teams.api.schemas.messages import AnswerIn, MessageIn, MessageKindFilter, MessagePage, TurnPage
+from teams.conversation import pm_requests
 from teams.errors import NotFound
-from teams.event_payloads import MessageOut, PMRequestOut, TurnOut
+from teams.live.event_payloads import MessageOut, PMRequestOut, TurnOut
 from teams.models import PMRequest, Turn, TurnStatus
 
 router = Router(tags=["conversation"])

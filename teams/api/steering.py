@@ -1,15 +1,16 @@
 """The PM steers a running team: who speaks next, a private nudge to one agent, a
-turn written in an agent's seat (teams.steering). Each answers with the team; a
+turn written in an agent's seat (teams.run.steering). Each answers with the team; a
 state that forbids it (a done team) is a 409 with the reason."""
 
 from ninja import Router
 
-from teams import selectors, steering
+from teams import selectors
 from teams.api.auth import caller
 from teams.api.schemas.common import responses
 from teams.api.schemas.steering import NextSpeakerIn, SteerTextIn
 from teams.api.schemas.teams import TeamOut
 from teams.errors import InvalidInput, NotFound
+from teams.run import steering
 
 router = Router(tags=["steering"])
 

@@ -2,12 +2,14 @@
 
 from ninja import Router, Status
 
-from teams import cloning, services, team_actions
+from teams import services
 from teams.api.auth import caller
 from teams.api.schemas.common import responses
 from teams.api.schemas.teams import TeamCloneIn, TeamIn, TeamOut, TeamPatch
 from teams.errors import InvalidInput
-from teams.lifecycle import PM_ACTIONS
+from teams.history import cloning
+from teams.run import team_actions
+from teams.run.lifecycle import PM_ACTIONS
 from tools import registry
 
 router = Router(tags=["teams"])

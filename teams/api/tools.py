@@ -4,7 +4,6 @@ its input_schema). Adding a tool to tools/ adds its endpoint here, with no code.
 
 from ninja import Body, Router
 
-from teams import budgets
 from teams.access import Caller
 from teams.api.auth import caller
 from teams.api.schemas.common import responses
@@ -13,6 +12,7 @@ from teams.engine.loop import tool_context
 from teams.engine.prompts import history_messages
 from teams.errors import Conflict, PermissionDenied
 from teams.models import ApprovalPolicy
+from teams.run import budgets
 from teams.selectors import agent_get
 from tools import registry
 from tools.base import Tool

@@ -3,7 +3,6 @@ secret (the new one shown once), delete, and each webhook's delivery log."""
 
 from ninja import Query, Router, Status
 
-from teams import webhooks
 from teams.api.auth import caller
 from teams.api.paging import MAX_ID, Limit, page_of
 from teams.api.schemas.common import responses
@@ -15,6 +14,7 @@ from teams.api.schemas.webhooks import (
     WebhookOut,
 )
 from teams.errors import NotFound
+from teams.integrations import webhooks
 from teams.models import Team, Webhook, WebhookDeliveryStatus
 
 router = Router(tags=["webhooks"])

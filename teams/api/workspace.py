@@ -1,5 +1,5 @@
 """The team's workspace: its files with who wrote each last, and a file's text. Paths
-go through teams/workspace.py's guards, as the agents' file tools do: a path that is
+go through teams/files/workspace.py's guards, as the agents' file tools do: a path that is
 refused there is a 422 naming it and why, a missing one a 404."""
 
 from contextlib import contextmanager
@@ -7,11 +7,11 @@ from contextlib import contextmanager
 from ninja import Query, Router
 from ninja.errors import ValidationError
 
-from teams import workspace
 from teams.api.auth import caller
 from teams.api.schemas.common import responses
 from teams.api.schemas.workspace import WorkspaceEntryOut, WorkspaceFileOut, WorkspaceListOut
 from teams.errors import InvalidInput
+from teams.files import workspace
 
 router = Router(tags=["workspace"])
 

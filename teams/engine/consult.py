@@ -4,7 +4,7 @@ forced tool call on Anthropic, a strict JSON schema on OpenAI-compatible servers
 canned answer offline.
 
 Only the network happens here, so ask_multi can run several at once in threads; the
-caller checks each call against the budgets first (teams.budgets.call_refusal) and
+caller checks each call against the budgets first (teams.run.budgets.call_refusal) and
 validates and records the reply. A profile whose key is missing fails with a
 ModelError before any request is made."""
 
@@ -19,9 +19,9 @@ import anthropic
 import openai
 from django.conf import settings
 
-from teams import outbound, telemetry
-from teams.catalog import Usage
-from teams.consultations import (
+from teams.engine.providers import describe_status_error, replaying
+from teams.errors import ModelError
+from teams.integrations.consultations import (
     OUTPUT_TOKENS,
     PeerFrame,
     key_problem,
@@ -29,9 +29,10 @@ from teams.consultations import (
     profile_key,
     strict_schema,
 )
-from teams.engine.providers import describe_status_error, replaying
-from teams.errors import ModelError
+from teams.lib import outbound
+from teams.lib.catalog import Usage
 from teams.models import ConsultantProfile
+from teams.observability import telemetry
 
 TIMEOUT_SECONDS = 120
 MAX_ANSWER_BYTES = 2 * 1024 * 1024  # a consultant's answer read at most (a reply is far less)
@@ -237,7 +238,7 @@ def _client(kind: str, key: str, base_url: str | None, make, *, guarded: bool = 
 
 def _guarded():
     """The HTTP client for a profile's own base URL (a URL a person gave): the outbound
-    guard's (teams.outbound), each request ending within TIMEOUT_SECONDS as a whole,
+    guard's (teams.lib.outbound), each request ending within TIMEOUT_SECONDS as a whole,
     answers cut off past MAX_ANSWER_BYTES, no redirects followed."""
     return outbound.client(
         timeout=TIMEOUT_SECONDS, total_timeout=TIMEOUT_SECONDS, max_response_bytes=MAX_ANSWER_BYTES

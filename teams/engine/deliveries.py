@@ -1,6 +1,6 @@
 """Webhook deliveries: POST the due rows, signed, and record each outcome.
 
-`deliver_due` claims each due delivery with a conditional update (teams.webhooks),
+`deliver_due` claims each due delivery with a conditional update (teams.integrations.webhooks),
 so any number of processes running it send a delivery once per attempt. The body is
 the delivery's stored payload as compact JSON; its headers:
 
@@ -14,7 +14,7 @@ A 2xx answer delivers it; any other answer (redirects are not followed), a timeo
 head together) or a connection error is retried after the backoff. Only the answer's
 status is kept: its body is never read, stored or logged (a receiver Loom was tricked
 into posting to must not become a way to read it). A URL that cannot be used, or one
-the outbound guard (teams.outbound) refuses because it leads to a private address, is
+the outbound guard (teams.lib.outbound) refuses because it leads to a private address, is
 failed at once with the reason, not retried. The secret is used to sign and never
 logged or recorded.
 
@@ -43,8 +43,9 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
-from teams import outbound, webhooks
 from teams.errors import LoomError
+from teams.integrations import webhooks
+from teams.lib import outbound
 from teams.models import WebhookDelivery
 
 log = logging.getLogger("loom.webhooks")
@@ -99,7 +100,7 @@ class Sent:
 
 def deliver_due(now=None, limit: int = BATCH, worker: str = SENDER_ID) -> dict:
     """Send up to `limit` due deliveries, up to LOOM_WEBHOOK_CONCURRENCY at once;
-    counts by outcome. Each is claimed (teams.webhooks.delivery_claim) just before it
+    counts by outcome. Each is claimed (teams.integrations.webhooks.delivery_claim) just before it
     is sent, so of several senders exactly one sends it."""
     now = now or timezone.now()
     counts = {"delivered": 0, "retrying": 0, "failed": webhooks.deliveries_give_up_abandoned(now)}
@@ -239,7 +240,7 @@ def deliver_in_thread() -> dict:
 
 def run_forever(interval: float = DELIVER_SECONDS, stop: threading.Event | None = None) -> None:
     """Deliver what is due, then wait for the next poll or for deliveries this
-    process queued (teams.webhooks.DUE), until `stop` is set."""
+    process queued (teams.integrations.webhooks.DUE), until `stop` is set."""
     stop = stop or threading.Event()
     while not stop.is_set():
         webhooks.DUE.clear()

@@ -16,12 +16,15 @@ from functools import partial
 
 from django.db import InterfaceError, OperationalError, transaction
 
-from teams import approvals, budgets, events, keepers, mesh, services, telemetry, turns
+from teams import services
+from teams.conversation import approvals, hierarchy, keepers
 from teams.engine import prompts
 from teams.engine.consult import consult
 from teams.engine.providers import caches_prompts, provider_for, replaying
 from teams.engine.reply import DEFAULT_MAX_TOKENS
 from teams.errors import Conflict, ModelError
+from teams.history.model_requests import request_packed
+from teams.live import events
 from teams.models import (
     DENY,
     Agent,
@@ -33,8 +36,9 @@ from teams.models import (
     Turn,
     TurnStep,
 )
-from teams.requests import request_packed
-from teams.usage import model_call_record, turn_add_usage
+from teams.observability import telemetry
+from teams.run import budgets, turns
+from teams.run.usage import model_call_record, turn_add_usage
 from tools import registry
 from tools.base import ToolContext, ToolResult, TurnEnd
 from tools.context import ContextRetrieve
@@ -197,7 +201,7 @@ def execute(turn: Turn, worker: str) -> None:
         turn.model = agent.effective_model
         Turn.objects.filter(pk=turn.pk).update(model=turn.model)
     # Each phase begins with a trajectory Loom declares for the agent (once per phase).
-    mesh.agent_phase_begin(agent=agent, team=team, phase=turn.phase)
+    hierarchy.agent_phase_begin(agent=agent, team=team, phase=turn.phase)
     claimed = prompts.claimed(turn)
     prompt = prompts.build(
         agent, team, until_id=turn.snapshot_message_id, phase=turn.phase, claimed=claimed
@@ -261,7 +265,7 @@ def execute(turn: Turn, worker: str) -> None:
                 ended = TurnEnd(Turn.Outcome.MESSAGE, f"step limit ({MAX_STEPS} model calls)")
             if ended is not None:
                 break
-        # What the model reads, kept with the step it answers (teams.requests).
+        # What the model reads, kept with the step it answers (teams.history.model_requests).
         request = {
             "model": turn.model,
             "max_tokens": DEFAULT_MAX_TOKENS,

@@ -46,8 +46,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from teams import mcp_servers, outbound
 from teams.errors import McpUnavailable
+from teams.integrations import mcp_servers
+from teams.lib import outbound
 from teams.models import McpServer
 from tools.base import MAX_RESULT_CHARS
 

@@ -63,7 +63,7 @@ def build():
 
 def register(team: Team) -> McpServer:
     """The demo server on `team` (made once; the same row again after that)."""
-    from teams import mcp_servers
+    from teams.integrations import mcp_servers
     from teams.models import McpServer
 
     existing = McpServer.objects.filter(team=team, name=NAME).first()

@@ -1,7 +1,7 @@
 """What an agent sees on its turn: the system prompt and its history.
 
 A request is ordered so that the longest stable prefix comes first and is read from
-the prompt cache (teams/catalog.py prices cache reads at a tenth of input):
+the prompt cache (teams/lib/catalog.py prices cache reads at a tenth of input):
 
 1. the tools (the loop marks the last definition),
 2. the stable system text: identity, the team, role, norms, the phase (its order,
@@ -49,11 +49,13 @@ from django.db import connection
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from teams import consultations, mcp_servers, mesh, phase_guide, questions, steering
+from teams.conversation import hierarchy, phase_guide, questions
 from teams.engine.reply import DEFAULT_MAX_TOKENS
+from teams.integrations import consultations, mcp_servers
 from teams.models import Agent, Anchor, Message, Query, Team, Turn
+from teams.run import steering
+from teams.run.turns import PM_INPUT
 from teams.stamps import RowsJson, compiled_once
-from teams.turns import PM_INPUT
 from tools import questions as question_tools
 from tools import registry
 from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
@@ -222,7 +224,9 @@ def anchors_block(team: Team, anchors: list[Anchor] | None = None) -> str:
     read)."""
     if anchors is None:
         anchors = Anchor.objects.filter(team=team).order_by("key")
-    lines = [f"  [{a.key}]: {a.value} (pinned by {mesh.anchor_source_text(a)})" for a in anchors]
+    lines = [
+        f"  [{a.key}]: {a.value} (pinned by {hierarchy.anchor_source_text(a)})" for a in anchors
+    ]
     if not lines:
         return ""
     return "\n".join(["<immutable-anchors>", ANCHORS_INSTRUCTION, *lines, "</immutable-anchors>"])

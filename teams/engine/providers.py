@@ -6,7 +6,7 @@ so, never a silent fallback). Every provider speaks one protocol, respond(...) -
 ModelReply, with streamed text, usage and failures as ModelError, so the loop does
 not know which it has. Providers for other vendors plug in to PROVIDERS.
 
-A model without a price (teams.catalog.price_problem) is never called: a paid
+A model without a price (teams.lib.catalog.price_problem) is never called: a paid
 provider's respond() refuses it with a ModelError naming the model and how to add
 its price, so a turn on such a model fails saying so instead of costing $0."""
 
@@ -20,11 +20,11 @@ from contextvars import ContextVar
 import anthropic
 from django.conf import settings
 
-from teams import telemetry
-from teams.catalog import CLAUDE_PREFIX, OFFLINE_MODEL, Usage, family_of, price_problem
 from teams.engine.offline import OfflineProvider
 from teams.engine.reply import DEFAULT_MAX_TOKENS, ModelReply, Provider
 from teams.errors import ModelError
+from teams.lib.catalog import CLAUDE_PREFIX, OFFLINE_MODEL, Usage, family_of, price_problem
+from teams.observability import telemetry
 from teams.services import without_nul
 
 log = logging.getLogger("loom.model")
@@ -126,7 +126,7 @@ def _anthropic() -> Provider:
         return AnthropicProvider(_clients[key])
 
 
-# Each family of teams.catalog.MODEL_FAMILIES -> the factory of its provider.
+# Each family of teams.lib.catalog.MODEL_FAMILIES -> the factory of its provider.
 PROVIDERS: dict[str, Callable[[], Provider]] = {
     OFFLINE_MODEL: OfflineProvider,
     CLAUDE_PREFIX: _anthropic,

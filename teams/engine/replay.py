@@ -1,5 +1,5 @@
 """Replay a team's recorded run: a new team, made as the original was at its start
-(teams.forking.start_point), runs again turn by turn in this process while Loom
+(teams.history.forking.start_point), runs again turn by turn in this process while Loom
 builds every prompt and runs every tool for real, but no model is asked. Each model
 call is answered with the recorded reply of the same turn and step; each smart
 retrieval with the recorded answer; each consultation with the recorded output. The
@@ -27,12 +27,15 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
-from teams import cloning, forking, pm_requests, services, team_actions
-from teams.catalog import Usage
+from teams import services
+from teams.conversation import pm_requests
 from teams.engine import loop
 from teams.engine.providers import replaying
 from teams.engine.reply import DEFAULT_MAX_TOKENS, ModelReply
 from teams.errors import InvalidInput, LoomError, ModelError
+from teams.history import cloning, forking
+from teams.history.model_requests import request_digest, request_text, request_unpack
+from teams.lib.catalog import Usage
 from teams.models import (
     Consultation,
     Keeper,
@@ -45,7 +48,7 @@ from teams.models import (
     Turn,
     TurnStep,
 )
-from teams.requests import request_digest, request_text, request_unpack
+from teams.run import team_actions
 from tools.consult import ReadConsultation
 
 WORKER = "replay"

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from teams.catalog import Usage
+from teams.lib.catalog import Usage
 
 DEFAULT_MAX_TOKENS = 2048
 

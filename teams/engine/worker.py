@@ -21,8 +21,11 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from teams import events, health, questions, telemetry, turns
+from teams.conversation import questions
 from teams.engine import loop
+from teams.live import events
+from teams.observability import health, telemetry
+from teams.run import turns
 
 log = logging.getLogger("loom.worker")
 
@@ -185,7 +188,7 @@ class TurnWorker(Worker):
 
 def start_send_loop() -> asyncio.AbstractEventLoop:
     """For a process without an event loop of its own (`manage.py sweep`): a thread
-    running one, which this process's events are sent through (teams.events)."""
+    running one, which this process's events are sent through (teams.live.events)."""
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, name="loom-send", daemon=True).start()
     events.send_through(loop)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from teams import cloning, forking
 from teams.engine import replay
+from teams.history import cloning, forking
 
 
 def add_arguments(parser) -> None:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError, CommandParser
 
-from teams import mcp_servers, selectors
+from teams import selectors
 from teams.engine import mcp_client
+from teams.integrations import mcp_servers
 from teams.models import ApprovalPolicy, McpServer
 
 USAGE = (

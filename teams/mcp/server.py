@@ -23,16 +23,18 @@ from mcp.types import CallToolResult, TextContent
 from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, Field, ValidationError
 
-from teams import pm_requests, selectors, team_actions
+from teams import selectors
 from teams.access import Caller
 from teams.api.agents import agent_context
 from teams.api.paging import MAX_ID, PAGE_DEFAULT, PAGE_MAX
 from teams.api.schemas.messages import ANCHOR_KEY_MAX
 from teams.api.tools import run_tool
+from teams.conversation import pm_requests
 from teams.errors import LoomError, NotFound
-from teams.event_payloads import MessageOut, PMRequestOut, TeamStatusOut
-from teams.lifecycle import TeamAction
+from teams.live.event_payloads import MessageOut, PMRequestOut, TeamStatusOut
 from teams.models import HUMAN_TEXT_LIMIT, Agent, PMRequest, Team
+from teams.run import team_actions
+from teams.run.lifecycle import TeamAction
 from tools import registry
 from tools.base import Tool
 

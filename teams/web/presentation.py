@@ -3,10 +3,11 @@ figures, money tables, sizes, "(not set)". Both faces import this module, never 
 other, so a figure reads the same wherever the PM meets it (the live view's script
 words the live updates the same way: teams/static/teams/live.js)."""
 
-from teams import drift, mesh
-from teams.budgets import WARN_PERCENT, agent_spent
-from teams.drift import recommendation
+from teams.conversation import hierarchy
 from teams.models import Agent
+from teams.run import drift
+from teams.run.budgets import WARN_PERCENT, agent_spent
+from teams.run.drift import recommendation
 
 NOT_SET = "(not set)"
 
@@ -16,7 +17,7 @@ BUDGET_WARNING = (
     "⚠ {percent}% of the {budget} budget used ({used} of {limit}); "
     "the team pauses when it is reached."
 )
-# An agent's own cost budget (teams.budgets.agent_budget_check): said from its warning
+# An agent's own cost budget (teams.run.budgets.agent_budget_check): said from its warning
 # until that budget changes.
 AGENT_BUDGET_WARNING = (
     "⚠ {agent} has used {percent}% of its {limit} cost budget ({used}); "
@@ -38,7 +39,7 @@ def agent_drift(agent: Agent) -> dict:
         "meaning": meaning,
         "band": meaning.replace(" ", "-"),
         "flagged": value < drift.SIGNIFICANT,
-        "hierarchy": [[level, getattr(agent, level) or NOT_SET] for level in mesh.LEVELS],
+        "hierarchy": [[level, getattr(agent, level) or NOT_SET] for level in hierarchy.LEVELS],
         "breaks": breaks,
         "recommendation": recommendation(value, breaks),
     }

@@ -6,8 +6,9 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from teams import cloning, comparing, forking, revisions, workspace
 from teams.errors import LoomError
+from teams.files import revisions, workspace
+from teams.history import cloning, comparing, forking
 from teams.web.presentation import size_in_bytes
 from teams.web.views import _crumbs, _team_or_404, _workspace_refused
 

@@ -16,20 +16,13 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from teams import (
-    cloning,
-    drift,
-    drift_alerts,
-    lifecycle,
-    pm_requests,
-    selectors,
-    steering,
-    team_actions,
-    workspace,
-)
-from teams.catalog import OFFLINE_MODEL
+from teams import selectors
+from teams.conversation import pm_requests
 from teams.engine.providers import model_problem
 from teams.errors import InvalidInput, LoomError
+from teams.files import workspace
+from teams.history import cloning
+from teams.lib.catalog import OFFLINE_MODEL
 from teams.models import (
     APPROVAL_CHOICES,
     BUDGET_CHOICES,
@@ -37,6 +30,7 @@ from teams.models import (
     STUCK_CHOICES,
     PMRequest,
 )
+from teams.run import drift, drift_alerts, lifecycle, steering, team_actions
 from teams.web.presentation import (
     AGENT_BUDGET_WARNING,
     BUDGET_WARNING,
@@ -282,7 +276,7 @@ STEERED = {
 @staff_member_required
 @require_POST
 def team_steer(request, slug):
-    """The roster's steering forms (teams.steering): the next speaker, a nudge, a seat."""
+    """The roster's steering forms (teams.run.steering): the next speaker, a nudge, a seat."""
     team = _team_or_404(request, slug)
     op = request.POST.get("op", "")
     if op not in STEERED:
@@ -308,7 +302,7 @@ def team_steer(request, slug):
 @staff_member_required
 @require_POST
 def team_run_again(request, slug):
-    """Run the team again: a fresh idle copy (teams.cloning) under the next free slug;
+    """Run the team again: a fresh idle copy (teams.history.cloning) under the next free slug;
     the PM lands on its live page, ready to start it. Whoever manages the team may:
     the copy has the same managers (and no more rights than the team had)."""
     team = _team_or_404(request, slug)
@@ -341,13 +335,13 @@ def pm_inbox(request):
             "budget_choices": BUDGET_CHOICES,
             "stuck_choices": STUCK_CHOICES,
             "approval_choices": APPROVAL_CHOICES,
-            # 80% of a budget used (teams.budgets): said here until the budget is raised.
+            # 80% of a budget used (teams.run.budgets): said here until the budget is raised.
             "budget_warnings": [
                 (team, warnings)
                 for team in selectors.budget_warned_teams(user=request.user)
                 if (warnings := _budget_warnings(team))
             ],
-            # Agents in significant drift two turns running (teams.drift_alerts).
+            # Agents in significant drift two turns running (teams.run.drift_alerts).
             "drift_alerts": drift_alerts.drifting(
                 selectors.teams_visible_to(user=request.user).exclude(status="done")
             ),

@@ -8,8 +8,8 @@ import time
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from teams import drift
 from teams.models import Agent, Anchor, Team, Turn
+from teams.run import drift
 from tests.browser.conftest import SCREENSHOTS, log_in
 
 MEANING = re.compile(r"^(on track|some drift|significant drift)$")

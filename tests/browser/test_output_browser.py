@@ -7,7 +7,7 @@ from decimal import Decimal
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from teams import workspace
+from teams.files import workspace
 from teams.models import ConsultantProfile, Team
 from tests.browser.conftest import SCREENSHOTS, log_in
 from tests.helpers import make_consultation, make_turn

@@ -12,7 +12,7 @@ import time
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from teams import pm_requests
+from teams.conversation import pm_requests
 from teams.models import HUMAN_TEXT_LIMIT, PMRequest, Team
 from tests.browser.conftest import SCREENSHOTS, log_in
 

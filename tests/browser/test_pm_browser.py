@@ -5,7 +5,8 @@ import re
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from teams import pm_requests, services
+from teams import services
+from teams.conversation import pm_requests
 from teams.models import Message, PMRequest, Team, Turn
 from tests.browser.conftest import SCREENSHOTS, log_in
 from tests.fakes.messages_api import FakeMessagesAPI, text, tool

@@ -8,8 +8,8 @@ import re
 from django.core.management import call_command
 from playwright.sync_api import expect
 
+from teams.history.model_requests import turn_requests
 from teams.models import Message, Team, Turn
-from teams.requests import turn_requests
 from tests.browser.conftest import SCREENSHOTS, log_in
 
 NUDGE = "Keep the notes to one page, please."

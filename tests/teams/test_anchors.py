@@ -4,7 +4,8 @@ characters, the PM's the human limit; each anchor says who pinned it and when.""
 
 import pytest
 
-from teams import mesh, pm_requests, services
+from teams import services
+from teams.conversation import hierarchy, pm_requests
 from teams.errors import InvalidInput, PermissionDenied
 from teams.models import HUMAN_TEXT_LIMIT, Anchor, AnchorRevision
 
@@ -23,7 +24,7 @@ def with_limits(team, *, count=None, length=None):
 def test_the_pms_anchor_is_the_default_source(team):
     anchor = services.anchor_save(team=team, key="lang", value="Python", changed_by="pm (ada)")
     assert (anchor.source, anchor.phase) == (Anchor.Source.PM, "")
-    assert mesh.anchor_source_text(anchor) == "the PM"
+    assert hierarchy.anchor_source_text(anchor) == "the PM"
 
 
 def test_the_cap_counts_every_anchor_and_lets_a_key_be_replaced(team):
@@ -73,7 +74,7 @@ def test_an_answer_pinned_by_the_pm_says_so(team, agents):
     pm_requests.pm_request_answer(request_id=request.id, answer="HTML only.", pin_as="format")
     anchor = team.anchors.get(key="format")
     assert (anchor.value, anchor.source, anchor.phase) == ("HTML only.", "pm_answer", "planning")
-    assert mesh.anchor_source_text(anchor) == "the PM's answer in planning"
+    assert hierarchy.anchor_source_text(anchor) == "the PM's answer in planning"
 
 
 def test_a_pin_over_the_cap_changes_nothing(team, agents):

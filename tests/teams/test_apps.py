@@ -3,7 +3,8 @@ registry is ready (not as a side effect of importing the models)."""
 
 from decimal import Decimal
 
-from teams import catalog, models
+from teams import models
+from teams.lib import catalog
 
 
 def test_the_price_loader_is_the_models_rows():

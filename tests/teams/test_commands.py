@@ -1,7 +1,7 @@
 import pytest
 from django.core.management import CommandError, call_command
 
-from teams import pm_requests
+from teams.conversation import pm_requests
 from teams.models import Message, Team, Turn
 from tests.helpers import drain
 

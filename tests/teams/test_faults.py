@@ -27,8 +27,9 @@ from django.db import connection
 from django.utils import timezone
 
 from loomsite.env import parse_redis_url
-from teams import pm_requests, team_actions
+from teams.conversation import pm_requests
 from teams.models import Message, PMRequest, Team, Turn, TurnStep
+from teams.run import team_actions
 from tests.fakes.messages_api import (
     Failure,
     FakeMessagesAPI,

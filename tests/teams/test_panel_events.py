@@ -10,9 +10,13 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from teams import consultations, events, keepers, mesh, services, workspace
-from teams.catalog import Usage
+from teams import services
+from teams.conversation import hierarchy, keepers
 from teams.errors import InvalidInput
+from teams.files import workspace
+from teams.integrations import consultations
+from teams.lib.catalog import Usage
+from teams.live import events
 from teams.models import ConsultantProfile, Message
 from tests.helpers import make_consultation, make_turn
 
@@ -117,8 +121,8 @@ def test_an_offload_publishes_its_keeper(team, coder):
 
 def test_a_tactic_and_an_action_reach_the_drift_card(team, coder):
     ears = Listener(team)
-    mesh.agent_declare_intent(agent=coder, trajectory="Ship the parser", tactic="Tests first")
-    mesh.agent_map_context(agent=coder, level="action", content="Write the tokenizer test")
+    hierarchy.agent_declare_intent(agent=coder, trajectory="Ship the parser", tactic="Tests first")
+    hierarchy.agent_map_context(agent=coder, level="action", content="Write the tokenizer test")
     heard = ears.heard("agent.intent")
     assert [(m["tactic"], m["action"]) for m in heard] == [
         ("Tests first", ""),

@@ -8,10 +8,11 @@ import pytest
 from django.db import connection
 from django.db.models import Q
 
-from teams import prepared, turns
+from teams import prepared
 from teams.engine import prompts
 from teams.models import Team, Turn
 from teams.prepared import prepared_rows
+from teams.run import turns
 from tests.helpers import make_team, make_turn
 
 pytestmark = pytest.mark.django_db

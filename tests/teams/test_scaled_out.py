@@ -13,8 +13,9 @@ import pytest
 from django.db import connection
 
 from loomsite.env import parse_redis_url
-from teams import services, team_actions
+from teams import services
 from teams.models import Message, Team, Turn
+from teams.run import team_actions
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("LOOM_TEST_REDIS_URL")

@@ -1,7 +1,8 @@
 import pytest
 from django.db import IntegrityError, transaction
 
-from teams import pm_requests, selectors, services
+from teams import selectors, services
+from teams.conversation import pm_requests
 from teams.errors import Conflict, InvalidInput, NotFound
 from teams.models import Agent, Anchor, ApiToken, Message, PMRequest, Team
 from tests.helpers import make_team, make_turn
@@ -180,7 +181,7 @@ class TestDatabaseConstraints:
 
 
 def test_human_text_is_capped_and_nothing_is_stored(team, agents):
-    from teams import pm_requests
+    from teams.conversation import pm_requests
     from teams.models import HUMAN_TEXT_LIMIT
 
     too_long = "x" * (HUMAN_TEXT_LIMIT + 1)

@@ -6,7 +6,7 @@ import pytest
 from django.db.models import Sum
 from django.db.models.functions import Length
 
-from teams import questions
+from teams.conversation import questions
 from teams.engine import prompts
 from teams.models import HUMAN_TEXT_LIMIT, ConsultantProfile, Consultation, Message, Query
 from tests.helpers import make_team

@@ -6,8 +6,8 @@ import threading
 
 from channels.layers import channel_layers, get_channel_layer
 
-from teams import events
-from teams.events import team_group
+from teams.live import events
+from teams.live.events import team_group
 
 
 def test_events_from_a_turn_thread_go_out_through_the_workers_loop_in_order(settings):

@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from teams import team_actions
-from teams.consultations import PeerOutput, parse_peer_output, strict_schema
 from teams.errors import InvalidInput
+from teams.integrations.consultations import PeerOutput, parse_peer_output, strict_schema
 from teams.models import ConsultantProfile, Consultation, Message, Team, Turn
+from teams.run import team_actions
 from tests.fakes.messages_api import FakeMessagesAPI, Reply, text, tool
 from tests.fakes.openai_api import Completion, FakeOpenAI
 from tests.helpers import drain, per_agent, price_model
@@ -315,7 +315,7 @@ hostile_fixture = test_workspace.hostile  # the furnished workspace, as the file
 def test_relevant_files_are_sent_bounded_and_hostile_ones_are_not(
     ctx_for, team, openai_fake, hostile_fixture
 ):
-    from teams import workspace
+    from teams.files import workspace
 
     root, canary = hostile_fixture
     (root / "big.py").write_text("x = 1\n" * 5_000)  # 30,000 characters

@@ -2,7 +2,8 @@
 
 import pytest
 
-from teams import keepers, services
+from teams import services
+from teams.conversation import keepers
 from teams.engine import prompts
 from teams.models import Keeper
 from tests.fakes.messages_api import text

@@ -7,10 +7,12 @@ import json
 
 import pytest
 
-from teams import keepers, mesh, services, team_actions
+from teams import services
+from teams.conversation import hierarchy, keepers
 from teams.engine import prompts
 from teams.engine.prompts import anchors_block
 from teams.models import Agent, Anchor, AnchorRevision
+from teams.run import team_actions
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, per_agent
 from tools import registry
@@ -360,7 +362,7 @@ class TestSaveAnchorLimits:
         run(ctx_for("coder"), "save_anchor", key="db-engine", value="PostgreSQL 16")
         anchor = team.anchors.get(key="db-engine")
         assert (anchor.source, anchor.updated_by, anchor.phase) == ("agent", "coder", "refinement")
-        assert mesh.anchor_source_text(anchor) == "coder in refinement"
+        assert hierarchy.anchor_source_text(anchor) == "coder in refinement"
         assert "  [db-engine]: PostgreSQL 16 (pinned by coder in refinement)" in anchors_block(team)
 
     def test_a_new_key_over_the_cap_is_refused_naming_the_cap(self, ctx_for, team):
@@ -438,7 +440,7 @@ def test_digest_lines(ctx_for):
 
 
 def test_the_tools_the_drift_advice_names_are_the_mesh_tools():
-    from teams import drift
+    from teams.run import drift
 
     assert drift.ADVICE_TOOLS == {
         "declare": "declare_intent",
@@ -486,7 +488,7 @@ def test_a_saved_anchor_reaches_every_agent_and_check_drift_reaches_the_model(te
     )
     assert drift_result["content"].startswith("=== DRIFT REPORT ===")
     assert "Original: Find prior art" in drift_result["content"]
-    assert mesh.has_session(Agent.objects.get(team=team, name="researcher"))
+    assert hierarchy.has_session(Agent.objects.get(team=team, name="researcher"))
 
 
 def test_a_declared_trajectory_is_visible_to_its_agent_on_later_turns(team, messages_api):

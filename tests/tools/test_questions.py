@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from teams import keepers, questions, services
+from teams import services
+from teams.conversation import keepers, questions
 from teams.engine import prompts
 from teams.models import Message, Query
 from tools import registry

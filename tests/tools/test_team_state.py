@@ -1,8 +1,8 @@
 """Every tool goes through the team's state table at dispatch, in the agent loop as
 through the API: a finished team is only read."""
 
-from teams import team_actions
 from teams.models import Message, Team
+from teams.run import team_actions
 from tools import registry
 
 

@@ -1,6 +1,6 @@
 """Money holds everywhere: every model call a tool makes (each consultant of ask_peer and
 ask_multi, smart retrieval) passes the pre-call check a turn's call passes
-(teams.budgets.call_refusal). A call that would cross the team's or the agent's cost
+(teams.run.budgets.call_refusal). A call that would cross the team's or the agent's cost
 budget is never sent (the fake servers receive no request for it), the tool answers
 "Error: ..." and the team pauses with a budget request; a model with no price is
 refused by name."""
@@ -9,8 +9,10 @@ from decimal import Decimal
 
 import pytest
 
-from teams import keepers, services, team_actions
+from teams import services
+from teams.conversation import keepers
 from teams.models import ConsultantProfile, Consultation, Message, PMRequest, Team, Turn
+from teams.run import team_actions
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, per_agent
 from tests.tools.test_consult import anthropic_fake, by_lens, enabled, keys, openai_fake, peer_reply

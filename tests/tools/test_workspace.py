@@ -1,4 +1,4 @@
-"""The workspace and its file tools (teams/workspace.py, tools/workspace.py).
+"""The workspace and its file tools (teams/files/workspace.py, tools/workspace.py).
 
 HOSTILE_PATHS is the table of paths that must never reach outside the workspace (or
 anything but a regular file or folder inside it), with `hostile_workspace`, which
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from teams import team_actions, workspace
 from teams.errors import InvalidInput
+from teams.files import workspace
 from teams.models import DEFAULT_PHASES, Agent, Team, WorkspaceFile
+from teams.run import team_actions
 from tests.fakes.messages_api import Reply, text, tool
 from tests.helpers import drain, make_turn, per_agent
 from tools import registry

@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field, field_validator
 
 from teams.api.schemas.common import Dollars, FromRow, In
-from teams.event_payloads import QueryOut
+from teams.live.event_payloads import QueryOut
 from teams.models import (
     AGENT_NAME_PATTERN,
     HUMAN_TEXT_LIMIT,

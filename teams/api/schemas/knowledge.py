@@ -7,7 +7,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from teams.api.schemas.common import FromRow, In
-from teams.event_payloads import QueryOut
+from teams.live.event_payloads import QueryOut
 from teams.models import (
     HUMAN_TEXT_LIMIT,
     Keeper,

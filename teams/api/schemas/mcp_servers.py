@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from teams import mcp_servers
 from teams.api.schemas.common import In
+from teams.integrations import mcp_servers
 from teams.models import MCP_NAME_PATTERN, PHASE_NAME_MAX, SHORT_TEXT_LIMIT, McpServer
 
 TransportName = Literal["stdio", "http"]

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from teams.api.schemas.common import In
-from teams.event_payloads import MessageOut, TurnOut
+from teams.live.event_payloads import MessageOut, TurnOut
 from teams.models import (
     HUMAN_TEXT_LIMIT,
     Anchor,

@@ -8,9 +8,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from teams import lifecycle, phase_guide
 from teams.api.schemas.agents import AgentIn, AgentOut
 from teams.api.schemas.common import Dollars, In
+from teams.conversation import phase_guide
 from teams.models import (
     HUMAN_TEXT_LIMIT,
     MAX_PHASES,
@@ -21,6 +21,7 @@ from teams.models import (
     Team,
     team_slug_validator,
 )
+from teams.run import lifecycle
 
 # The slug rule is the model's (one definition: teams.models.team_slug_validator).
 SLUG_PATTERN = team_slug_validator.regex.pattern
@@ -45,7 +46,7 @@ ACCESS_HELP = (
     "all); a tool not listed keeps its default (GET /api/tools)."
 )
 
-# When the team asks the PM for help (teams.stuck); 0 turns a check off.
+# When the team asks the PM for help (teams.run.stuck); 0 turns a check off.
 EXCHANGES_HELP = (
     "Stuck: more queries or forwards than this between the same two agents in a phase "
     "open a stuck request (default 8; 0: never)."

@@ -9,11 +9,11 @@ import zlib
 
 from django.conf import settings
 
-from teams.catalog import OFFLINE_MODEL, Usage
+from teams.conversation.keepers import SMART_SYSTEM
 from teams.engine.offline.moves import Reading, next_move
 from teams.engine.offline.transcript import IDENTITY, text_of
 from teams.engine.reply import ModelReply
-from teams.keepers import SMART_SYSTEM
+from teams.lib.catalog import OFFLINE_MODEL, Usage
 
 
 class OfflineProvider:

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from teams import questions
+from teams.conversation import questions
 
 
 class Command(BaseCommand):

@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from teams import services
-from teams.catalog import OFFLINE_MODEL
 from teams.engine import mcp_client, mcp_demo_server
+from teams.lib.catalog import OFFLINE_MODEL
 from teams.models import ConsultantProfile, Team
 from teams.pm_group import PM_GROUP, PM_PERMISSIONS
 

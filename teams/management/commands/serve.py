@@ -30,7 +30,7 @@ class Command(BaseCommand):
         from loomsite.asgi import application
         from teams.engine import deliveries
         from teams.engine.worker import WORKER_ID, TurnWorker, run_sweeper
-        from teams.events import TURNS_CHANNEL
+        from teams.live.events import TURNS_CHANNEL
 
         layer = get_channel_layer()
         if layer is None:
@@ -73,8 +73,8 @@ class Command(BaseCommand):
 
 def _warn_about_models() -> None:
     """Say at start which agents' models cannot run, rather than at their first turn."""
-    from teams.catalog import OFFLINE_MODEL, default_model
     from teams.engine.providers import model_problem
+    from teams.lib.catalog import OFFLINE_MODEL, default_model
     from teams.models import Agent
 
     if not settings.ANTHROPIC_API_KEY and default_model() == OFFLINE_MODEL:

@@ -2,10 +2,13 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from teams import cloning, pm_requests, requests, selectors, team_actions
+from teams import selectors
+from teams.conversation import pm_requests
 from teams.errors import LoomError
-from teams.lifecycle import PM_ACTIONS, TeamAction
+from teams.history import cloning, model_requests
 from teams.management import team_fork, team_mcp
+from teams.run import team_actions
+from teams.run.lifecycle import PM_ACTIONS, TeamAction
 
 
 class Command(BaseCommand):
@@ -123,8 +126,8 @@ class Command(BaseCommand):
     def prompt(self, team, agent_name: str, options) -> None:
         if not agent_name:
             raise CommandError("Name the agent: team prompt SLUG AGENT [--turn N].")
-        turn = requests.agent_turn(team=team, agent_name=agent_name, number=options["turn"])
-        sent = requests.turn_requests(turn)
+        turn = model_requests.agent_turn(team=team, agent_name=agent_name, number=options["turn"])
+        sent = model_requests.turn_requests(turn)
         if not sent:
             raise CommandError(
                 f"Turn {turn.number} of {agent_name} ({turn.status}) has no recorded model "
@@ -141,7 +144,7 @@ class Command(BaseCommand):
                 f"team {team.slug}, {agent_name}, turn {turn.number} ({turn.phase}), "
                 f"model call {call} of {len(sent)}"
             )
-            self.stdout.write(requests.request_text(request))
+            self.stdout.write(model_requests.request_text(request))
         else:
             self.stdout.write(json.dumps(request, ensure_ascii=False, indent=2))
 

@@ -129,7 +129,7 @@
     list.append(li);
   }
 
-  // An agent in significant drift two turns running (teams.drift_alerts).
+  // An agent in significant drift two turns running (teams.run.drift_alerts).
   function driftAlert(a) {
     const li = el("li", "drift-alert");
     li.dataset.team = a.team;

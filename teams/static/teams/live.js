@@ -235,7 +235,7 @@
     choices.querySelectorAll("button[name=answer]").forEach((b, i) => {
       if (budget && r.choices && r.choices[i]) b.value = b.textContent = r.choices[i];
     });
-    // A stuck request (teams.stuck): its three answers, no text.
+    // A stuck request (teams.run.stuck): its three answers, no text.
     const stuck = r.kind === "stuck";
     if (stuck) {
       $("pm-request-title").textContent = "The team asks for help: it seems stuck";
@@ -272,7 +272,7 @@
   }
 
   // Drift: the score and what it means change with each finished turn (the band
-  // words come from the server: teams/drift.py); the rest of the panel (hierarchy,
+  // words come from the server: teams/run/drift.py); the rest of the panel (hierarchy,
   // chain breaks, advice) is asked for again.
   function meaningOf(score) {
     const band = cfg.drift_bands.find(([lowest]) => score >= lowest);
@@ -381,7 +381,7 @@
     "query.forwarded": (e) => showQuery(e.query),
     "query.answered": (e) => showQuery(e.query),
     "query.expired": (e) => showQuery(e.query),
-    // Steering (teams.steering): the roster marks the chosen speaker until it speaks.
+    // Steering (teams.run.steering): the roster marks the chosen speaker until it speaks.
     "steer.next_speaker": (e) => markNextSpeaker(e.agent),
     "budget.warning": showAgentBudgetWarning,
     "drift.alert": (e) => {
@@ -464,7 +464,7 @@
   }
 
   // --- the panels, live: files, anchors, keepers, consultations, intents -----------
-  // Each comes from its own declared event (teams/events.py), sent once the change
+  // Each comes from its own declared event (teams/live/events.py), sent once the change
   // is committed; nothing here needs a reload.
   const plural = (n, word) => `${n.toLocaleString("en")} ${word}${n === 1 ? "" : "s"}`;
   function emptied(id) { const node = $(id); if (node) node.remove(); }

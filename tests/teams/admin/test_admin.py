@@ -6,7 +6,10 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.timezone import now
 
-from teams import mcp_servers, pm_requests, questions, services, webhooks, workspace
+from teams import services
+from teams.conversation import pm_requests, questions
+from teams.files import workspace
+from teams.integrations import mcp_servers, webhooks
 from teams.models import (
     Agent,
     ApiToken,
@@ -265,8 +268,9 @@ def test_admin_actions_say_what_really_happened(admin_client, team):
 
 
 def test_admin_answers_pm_request_once(admin_client, team, agents):
-    from teams import pm_requests, team_actions
+    from teams.conversation import pm_requests
     from teams.models import PMRequest
+    from teams.run import team_actions
 
     team_actions.team_start(team=team)
     request = pm_requests.pm_request_open(
@@ -285,7 +289,7 @@ def test_admin_answers_pm_request_once(admin_client, team, agents):
 
 
 def test_query_change_page_shows_the_hop_chain(admin_client, team, agents):
-    from teams import questions
+    from teams.conversation import questions
 
     query = questions.ask(team=team, origin=agents["coach"], question="Q?", target="coder")
     questions.forward(
@@ -402,8 +406,8 @@ def form_data(response) -> dict:
 def test_stale_team_form_never_writes_back_live_state(admin_client, team, agents):
     """Bug: saving a team form opened before a pause (elsewhere) put the team back to
     running, a phase back, and the counters back."""
-    from teams import team_actions
     from teams.models import Team
+    from teams.run import team_actions
 
     team_actions.team_start(team=team)
     team_actions.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
@@ -467,7 +471,7 @@ def test_an_anchor_edited_in_the_admin_keeps_its_history_and_author(admin_client
 
 
 def test_a_turns_page_shows_what_the_model_read(admin_client, team, messages_api):
-    from teams import team_actions
+    from teams.run import team_actions
     from tests.fakes.messages_api import text
     from tests.helpers import drain
 
@@ -557,8 +561,8 @@ def test_a_teams_budget_in_the_admin_is_ascii_dollars_too(admin_client, team):
 
 def test_a_refused_answer_shows_the_error_never_changed_successfully(admin_client, team):
     """Issue 22: a budget answer the service refused said "was changed successfully"."""
-    from teams import budgets, team_actions
     from teams.models import PMRequest
+    from teams.run import budgets, team_actions
 
     team_actions.team_start(team=team)
     request = budgets.budget_stop(team=team, budget="cost")
@@ -631,7 +635,7 @@ def test_a_pm_renaming_to_a_taken_slug_learns_nothing_of_whose(team, other_team,
 
 def test_a_stop_answer_says_the_team_stays_paused(admin_client, team):
     """The admin said "team resumes" after a budget's "Stop"."""
-    from teams import budgets, team_actions
+    from teams.run import budgets, team_actions
 
     team_actions.team_start(team=team)
     request = budgets.budget_stop(team=team, budget="cost")
@@ -643,7 +647,7 @@ def test_a_stop_answer_says_the_team_stays_paused(admin_client, team):
 
 def test_the_pm_request_page_says_what_each_answer_does(admin_client, team, agents):
     """Before answering: a budget's "Stop" leaves the team paused, the others resume."""
-    from teams import budgets, team_actions
+    from teams.run import budgets, team_actions
 
     team_actions.team_start(team=team)
     request = budgets.budget_stop(team=team, budget="cost")

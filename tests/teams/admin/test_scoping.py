@@ -7,7 +7,8 @@ from django.contrib import admin
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
-from teams import pm_requests, services, team_actions
+from teams import services
+from teams.conversation import pm_requests
 from teams.management.commands.loom_demo import pm_group_ensure
 from teams.models import (
     Agent,
@@ -22,6 +23,7 @@ from teams.models import (
     WebhookDelivery,
     WorkerHeartbeat,
 )
+from teams.run import team_actions
 from tests.helpers import FOUR_AGENTS, client_for
 from tests.teams.admin.test_admin import form_data, one_of_each
 

@@ -4,7 +4,7 @@ behind every path parameter (a query, a keeper, an anchor, a PM request, a token
 import pytest
 from django.core.cache import cache
 
-from teams import workspace
+from teams.files import workspace
 from tests.helpers import ApiClient, api_token, furnish
 
 
@@ -60,7 +60,7 @@ def furnished(team, agents):
         writes_this_turn=0,
     )
     # The MCP server the paths' {name} names (consultants' paths name "critic" too).
-    from teams import mcp_servers
+    from teams.integrations import mcp_servers
 
     mcp_servers.mcp_server_create(
         team=team, name="critic", transport="http", url="https://mcp.example.test/mcp"

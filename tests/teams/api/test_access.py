@@ -12,8 +12,8 @@ import pytest
 from django.test import Client
 from django.utils.timezone import now
 
-from teams import webhooks
 from teams.api.site import api as ninja_api
+from teams.integrations import webhooks
 from teams.models import ApiToken, Message, Team
 from tests.helpers import ApiClient, api_token, client_for, state
 from tools import registry

@@ -3,8 +3,11 @@ goes through the team's state table (issue 22)."""
 
 import pytest
 
-from teams import keepers, questions, services, team_actions, webhooks
+from teams import services
+from teams.conversation import keepers, questions
+from teams.integrations import webhooks
 from teams.models import Anchor, Message, Query, Team, WebhookDelivery
+from teams.run import team_actions
 from tests.helpers import ApiClient, api_token
 
 pytestmark = pytest.mark.django_db

@@ -1,13 +1,14 @@
 """An agent's own cost budget through the API (issue 27): `max_cost_usd` on the
 agents' operations, set, cleared and refused as a team's is, and a changed cap
-warning again at 80% (teams.budgets.agent_budget_check)."""
+warning again at 80% (teams.run.budgets.agent_budget_check)."""
 
 from decimal import Decimal
 
 import pytest
 
-from teams import budgets, webhooks
+from teams.integrations import webhooks
 from teams.models import Agent, Team, WebhookDelivery
+from teams.run import budgets
 from tests.helpers import make_turn, state
 
 pytestmark = pytest.mark.django_db

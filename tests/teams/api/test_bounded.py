@@ -6,8 +6,10 @@ from decimal import Decimal
 
 import pytest
 
-from teams import events, questions, services
+from teams import services
 from teams.api.paging import PAGE_CHARS
+from teams.conversation import questions
+from teams.live import events
 from teams.models import (
     HUMAN_TEXT_LIMIT,
     ConsultantProfile,

@@ -4,7 +4,8 @@ teams, for a team they can see; and a done team's 409 on posts."""
 import pytest
 from django.contrib.auth.models import Permission
 
-from teams import services, workspace
+from teams import services
+from teams.files import workspace
 from teams.models import Message, Team
 from tests.helpers import ApiClient, api_token, state
 

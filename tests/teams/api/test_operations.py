@@ -208,7 +208,7 @@ def test_pm_message_is_posted_or_refused(api, team):
 
 
 def test_answering_a_pm_request_resumes_the_team(api, team, agents):
-    from teams import pm_requests
+    from teams.conversation import pm_requests
 
     api.post("/teams/alpha/start")
     drain(team, limit=1)
@@ -244,7 +244,7 @@ def test_answering_a_pm_request_resumes_the_team(api, team, agents):
 
 
 def test_a_pm_request_of_another_team_is_not_found(api, other_team):
-    from teams import pm_requests
+    from teams.conversation import pm_requests
 
     theirs = pm_requests.pm_request_open(team=other_team, question="Theirs?")
     before = state()

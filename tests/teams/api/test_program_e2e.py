@@ -19,7 +19,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from teams.catalog import CLAUDE_DEFAULT_MODEL
+from teams.lib.catalog import CLAUDE_DEFAULT_MODEL
 from tests import live_site
 from tests.fakes.messages_api import FakeMessagesAPI, Recorded, text, tool
 from tests.helpers import api_token, make_team, make_user

@@ -7,10 +7,12 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from teams import catalog, services, team_actions
-from teams.catalog import Usage
+from teams import services
+from teams.lib import catalog
+from teams.lib.catalog import Usage
 from teams.models import Keeper, KeeperEntry, ModelCall, Team
-from teams.usage import model_call_record
+from teams.run import team_actions
+from teams.run.usage import model_call_record
 from tests.fakes.messages_api import text, tool
 from tests.helpers import ApiClient, api_token, client_for, drain, make_consultation
 

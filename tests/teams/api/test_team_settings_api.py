@@ -1,7 +1,7 @@
 """A team's model-facing settings through the API: its phase lines, who may use which
 tool, its anchor caps and the consultants its agents may ask."""
 
-from teams.catalog import OFFLINE_MODEL
+from teams.lib.catalog import OFFLINE_MODEL
 from teams.models import ConsultantProfile
 
 

@@ -3,8 +3,8 @@ missing point is a 404, another team's a 422, a taken slug a 409."""
 
 import pytest
 
-from teams import team_actions
 from teams.models import Message, Replay, Team
+from teams.run import team_actions
 from tests.fakes.messages_api import text
 from tests.helpers import ApiClient, api_token, drain, per_agent
 

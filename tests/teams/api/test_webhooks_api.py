@@ -4,8 +4,9 @@ clear 4xx that stores nothing; another PM's team is as absent as a missing one."
 
 import pytest
 
-from teams import pm_requests, webhooks
+from teams.conversation import pm_requests
 from teams.engine import deliveries
+from teams.integrations import webhooks
 from teams.models import Webhook, WebhookDelivery
 from tests.fakes.webhook_receiver import WebhookReceiver
 from tests.helpers import ApiClient, api_token, state

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from teams import workspace
+from teams.files import workspace
 from teams.models import DEFAULT_PHASES, Team
 from tests.helpers import make_turn
 from tests.tools.test_workspace import HOSTILE_PATHS, hostile_workspace

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from teams import pm_requests, team_actions, turns
+from teams.conversation import pm_requests
 from teams.errors import Conflict, InvalidInput
 from teams.models import Message, PMRequest, Team, Turn, TurnStep, WebhookEvent
+from teams.run import team_actions, turns
 from tests.fakes.messages_api import text, tool
 from tests.helpers import PEER_CALL, coder_asks_peer, drain, stop_at_approval
 from tools import registry
@@ -181,7 +182,7 @@ def test_always_approve_stops_asking_for_that_tool(team, messages_api):
 def test_an_answer_before_the_turn_has_stopped_still_resumes_it(team, messages_api, monkeypatch):
     """The PM answers in the moment between the request's opening and the turn's stop
     (it was still running, so the answer could not queue it): the turn goes on."""
-    from teams import approvals
+    from teams.conversation import approvals
 
     opened = approvals.approval_request_open
 
@@ -250,8 +251,8 @@ def test_never_tools_are_not_offered_and_auto_is_the_default(team):
 
 
 def test_approval_requested_webhook(team, messages_api):
+    from teams.integrations.webhooks import webhook_create
     from teams.models import WebhookDelivery
-    from teams.webhooks import webhook_create
 
     hook, _secret = webhook_create(
         team=team,

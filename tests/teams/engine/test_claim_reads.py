@@ -12,9 +12,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from teams import mcp_servers, services, team_actions, turns
+from teams import services
 from teams.engine import loop, prompts
+from teams.integrations import mcp_servers
 from teams.models import Agent, Anchor, ConsultantProfile, McpServer, Team, Turn
+from teams.run import team_actions, turns
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, make_mcp_server, per_agent
 

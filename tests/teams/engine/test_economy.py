@@ -7,10 +7,11 @@ from decimal import Decimal
 
 import pytest
 
-from teams import services, team_actions
-from teams.catalog import Usage, cost_of
+from teams import services
 from teams.engine import prompts
+from teams.lib.catalog import Usage, cost_of
 from teams.models import Turn
+from teams.run import team_actions
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, per_agent
 from tools.conversation import PassTurn, SignalPhaseComplete

@@ -8,9 +8,11 @@ import json
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from teams import keepers, questions, services, team_actions
+from teams import services
+from teams.conversation import keepers, questions
 from teams.engine import prompts
 from teams.models import Message, Team
+from teams.run import team_actions
 
 
 def _request(agent, team, phase=None):

@@ -2,9 +2,11 @@
 
 import pytest
 
-from teams import pm_requests, services, team_actions, turns
+from teams import services
+from teams.conversation import pm_requests
 from teams.engine import loop, worker
 from teams.models import Message, PMRequest, Team, Turn, TurnStep
+from teams.run import team_actions, turns
 from tests.fakes.messages_api import bad_request, overloaded, rate_limited, text, tool
 from tests.helpers import drain, per_agent
 from tools import registry

@@ -131,7 +131,7 @@ def test_a_named_variable_that_is_not_set_is_a_clear_failure(team, monkeypatch):
 
 def test_a_changed_command_restarts_the_connection(server):
     first = mcp_client.call_tool(server, "pid", {}).text
-    from teams import mcp_servers
+    from teams.integrations import mcp_servers
 
     changed = mcp_servers.mcp_server_update(
         server=server, changes={"command": [*server.command, "--again"]}, by_superuser=True
@@ -145,7 +145,7 @@ def test_a_changed_command_restarts_the_connection(server):
 @pytest.fixture
 def http_server(team, mcp_http, monkeypatch):
     monkeypatch.setenv("FAKE_HEADER_TOKEN", SECRET)
-    from teams import mcp_servers
+    from teams.integrations import mcp_servers
 
     return mcp_servers.mcp_server_create(
         team=team,
@@ -175,7 +175,7 @@ def test_an_http_server_that_hangs_fails_at_the_timeout(http_server, settings):
 
 
 def test_an_http_server_that_is_not_there_is_a_clear_failure(team, settings, loopback_allowed):
-    from teams import mcp_servers
+    from teams.integrations import mcp_servers
 
     settings.LOOM_MCP_TIMEOUT = 2
     server = mcp_servers.mcp_server_create(

@@ -6,9 +6,10 @@ Messages API."""
 
 import pytest
 
-from teams import pm_requests, team_actions
+from teams.conversation import pm_requests
 from teams.engine import mcp_client
 from teams.models import McpServer, PMRequest, Team, Turn
+from teams.run import team_actions
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, make_mcp_server, per_agent
 from tools import registry

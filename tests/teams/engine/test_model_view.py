@@ -9,9 +9,11 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from teams import pm_requests, services, team_actions
+from teams import services
+from teams.conversation import pm_requests
 from teams.engine import prompts
 from teams.models import Message, PMRequest
+from teams.run import team_actions
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, per_agent
 from tools.conversation import AskPm, PassTurn

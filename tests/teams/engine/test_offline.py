@@ -3,9 +3,9 @@ PM's word pinned as an anchor and a drift check before a phase completes; it wri
 a file (the coder), reads it (the reviewer) and consults (the coach, once); and it
 stays deterministic."""
 
-from teams import pm_requests, team_actions
-from teams.catalog import OFFLINE_MODEL
+from teams.conversation import pm_requests
 from teams.engine.offline import OFFLINE_FILE, PM_ANCHOR, OfflineProvider
+from teams.lib.catalog import OFFLINE_MODEL
 from teams.management.commands.loom_demo import DEMO_CONSULTANTS
 from teams.models import (
     Anchor,
@@ -18,6 +18,7 @@ from teams.models import (
     TurnStep,
     WorkspaceFile,
 )
+from teams.run import team_actions
 from tests.helpers import drain
 from tools import registry
 from tools.consult import AskMulti

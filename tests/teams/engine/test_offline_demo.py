@@ -9,7 +9,8 @@ import re
 import pytest
 from django.core.management import call_command
 
-from teams import pm_requests, services, team_actions
+from teams import services
+from teams.conversation import pm_requests
 from teams.engine.offline import subject_of
 from teams.management.commands.loom_demo import DEMO_GOAL, DEMO_SLUG
 from teams.models import (
@@ -24,6 +25,7 @@ from teams.models import (
     TurnStep,
     WorkspaceFile,
 )
+from teams.run import team_actions
 from tests.helpers import FOUR_AGENTS, drain
 from tools.context import ContextOffload, ContextRetrieve
 from tools.mesh import CheckDrift

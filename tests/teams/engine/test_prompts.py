@@ -1,8 +1,9 @@
 """What an agent sees: the prompt's rules (role, norms, anchors, @mentions, phases)."""
 
-from teams import services, team_actions
+from teams import services
 from teams.engine import prompts
 from teams.models import DEFAULT_PHASES
+from teams.run import team_actions
 
 
 def system_text(prompt):

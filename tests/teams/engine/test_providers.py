@@ -2,12 +2,13 @@
 
 import pytest
 
-from teams import services, team_actions
-from teams.catalog import OFFLINE_MODEL, default_model
+from teams import services
 from teams.engine.offline import OfflineProvider
 from teams.engine.providers import AnthropicProvider, model_problem, provider_for
 from teams.errors import ModelError
+from teams.lib.catalog import OFFLINE_MODEL, default_model
 from teams.models import Message, Team, Turn
+from teams.run import team_actions
 from tests.fakes.messages_api import text
 from tests.helpers import drain
 
@@ -69,7 +70,7 @@ def test_an_offline_agent_in_a_team_with_a_key_never_calls_the_api(team, agents,
 
 
 def test_every_model_family_has_a_provider():
-    from teams.catalog import MODEL_FAMILIES
     from teams.engine.providers import PROVIDERS
+    from teams.lib.catalog import MODEL_FAMILIES
 
     assert set(PROVIDERS) == set(MODEL_FAMILIES)

@@ -8,12 +8,13 @@ import anthropic
 import pytest
 from django.core.management import call_command
 
-from teams import pm_requests, team_actions
-from teams.catalog import OFFLINE_MODEL
+from teams.conversation import pm_requests
 from teams.engine import providers, replay
 from teams.engine.offline import OfflineProvider
+from teams.lib.catalog import OFFLINE_MODEL
 from teams.management.commands.loom_demo import DEMO_SLUG
 from teams.models import PMRequest, Replay, Team, Turn, TurnStep
+from teams.run import team_actions
 from tests.fakes.messages_api import Reply
 from tests.helpers import drain
 

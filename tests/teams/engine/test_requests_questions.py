@@ -12,9 +12,11 @@ from types import SimpleNamespace
 
 from django.utils import timezone
 
-from teams import keepers, questions, services, team_actions
+from teams import services
+from teams.conversation import keepers, questions
 from teams.engine import loop, prompts
 from teams.models import Keeper, Message, Query, Turn
+from teams.run import team_actions
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, forward_chain_script, key_in, per_agent
 from tools.context import ContextOffload

@@ -4,8 +4,10 @@ does what it says; a drifting agent sends one drift.alert per episode."""
 
 import pytest
 
-from teams import pm_requests, questions, services, steering, stuck, team_actions, webhooks
+from teams import services
+from teams.conversation import pm_requests, questions
 from teams.errors import Conflict
+from teams.integrations import webhooks
 from teams.models import (
     STUCK_CHOICES,
     Agent,
@@ -16,6 +18,7 @@ from teams.models import (
     WebhookDelivery,
     WebhookEvent,
 )
+from teams.run import steering, stuck, team_actions
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, make_turn
 
@@ -136,7 +139,7 @@ def test_the_pm_picks_the_next_speaker_once_then_the_rotation_resumes(team, agen
     # Chosen while a turn is queued for someone else: that turn gives way.
     Team.objects.filter(pk=team.pk).update(max_turns=10, status=Team.Status.RUNNING)
     team.refresh_from_db()
-    from teams import turns
+    from teams.run import turns
 
     queued = turns.enqueue_next(services.team_lock(team))
     assert queued.agent.name == "coder"
@@ -233,7 +236,7 @@ def test_a_stuck_loop_opens_exactly_one_request(team, messages_api):
     request = stuck_team(team, messages_api)
     drain(team)
     assert stuck_requests(team) == [request]
-    from teams.event_payloads import PMRequestOut
+    from teams.live.event_payloads import PMRequestOut
 
     assert PMRequestOut.of(request).choices == list(STUCK_CHOICES)
 

@@ -10,8 +10,9 @@ import httpx2
 import pytest
 from django.utils import timezone
 
-from teams import pm_requests, team_actions
+from teams.conversation import pm_requests
 from teams.models import ApiToken, PMRequest, Team
+from teams.run import team_actions
 from tests.helpers import api_token, make_team
 from tests.teams.mcp.conftest import PM_TOOLS, mcp_session, text_of
 

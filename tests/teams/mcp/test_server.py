@@ -14,8 +14,9 @@ import pytest
 from django.utils import timezone
 from mcp import MCPError
 
-from teams import pm_requests, team_actions
+from teams.conversation import pm_requests
 from teams.models import ApiToken, Message, PMRequest, Team
+from teams.run import team_actions
 from tests.helpers import ApiClient, api_token, make_user
 from tests.teams.mcp.conftest import (
     IN_PROCESS_URL,

@@ -5,8 +5,10 @@ import re
 import pytest
 from django.test import Client
 
-from teams import pm_requests, services, team_actions
+from teams import services
+from teams.conversation import pm_requests
 from teams.models import Message, PMRequest
+from teams.run import team_actions
 from tests.helpers import client_for, make_turn
 
 
@@ -188,7 +190,7 @@ def test_a_megabyte_pm_post_is_a_form_error_and_nothing_is_stored(manager, team)
 
 def drift_to(agent, *, trajectory="", tactic="", action="", violations=0):
     """Set an agent's mesh state as the tools would leave it."""
-    from teams import drift
+    from teams.run import drift
 
     agent.trajectory, agent.tactic, agent.action = trajectory, tactic, action
     agent.violations = violations

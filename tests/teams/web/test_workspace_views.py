@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from teams import workspace
+from teams.files import workspace
 from teams.models import ConsultantProfile
 from tests.helpers import client_for, make_consultation, make_turn
 from tests.tools.test_workspace import CANARY, HOSTILE_PATHS, hostile_workspace, tree

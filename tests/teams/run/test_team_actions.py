@@ -1,0 +1,102 @@
+import pytest
+
+from teams import services
+from teams.conversation import pm_requests
+from teams.errors import Conflict, InvalidInput, NotFound
+from teams.models import Message, Team, Turn
+from teams.run import team_actions
+from tests.helpers import drain
+
+
+def test_start_enqueues_first_speaker_once(team):
+    team_actions.team_start(team=team)
+    with pytest.raises(Conflict, match="already running"):
+        team_actions.team_start(team=team)
+    (turn,) = Turn.objects.filter(status="queued")
+    assert turn.agent.name == "coach" and turn.number == 1 and turn.phase == "refinement"
+
+
+def test_round_robin_includes_coach_and_skips_external(team):
+    services.agent_create(team=team, name="bot", role="external")
+    team_actions.team_start(team=team)
+    drain(team, limit=6)
+    speakers = list(Turn.objects.order_by("id").values_list("agent__name", flat=True))
+    assert speakers[:6] == ["coach", "researcher", "coder", "reviewer", "coach", "researcher"]
+
+
+def test_pause_withdraws_queued_turn_and_resume_continues(team):
+    team_actions.team_start(team=team)
+    drain(team, limit=1)
+    team_actions.team_pause(team=team)
+    assert not Turn.objects.filter(status="queued").exists()
+    drain(team)
+    assert Turn.objects.filter(status="done").count() == 1
+    with pytest.raises(Conflict):
+        team_actions.team_pause(team=team)
+    team_actions.team_resume(team=team)
+    assert Turn.objects.get(status="queued").agent.name == "researcher"
+
+
+def test_turn_budget_pauses_the_team(team):
+    Team.objects.filter(pk=team.pk).update(max_turns=3)
+    team.refresh_from_db()
+    team_actions.team_start(team=team)
+    drain(team)
+    team.refresh_from_db()
+    assert team.turn_count == 3 and team.status == Team.Status.PAUSED
+    assert "Turn budget reached" in Message.objects.filter(kind="system").last().content
+
+
+def test_pm_post_and_answer_validation(team, agents):
+    with pytest.raises(InvalidInput):
+        pm_requests.pm_message_post(team=team, content="  ")
+    message = pm_requests.pm_message_post(team=team, content="Focus on HTML.")
+    assert message.kind == "pm" and message.speaker == "pm"
+    with pytest.raises(NotFound):
+        pm_requests.pm_request_answer(request_id=999, answer="x")
+    request = pm_requests.pm_request_open(team=team, agent=agents["coach"], question="?", turn=None)
+    with pytest.raises(InvalidInput):
+        pm_requests.pm_request_answer(request_id=request.id, answer="")
+
+
+def test_phase_complete_advances_and_summary_carries_over(team, agents):
+    team_actions.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
+    team.refresh_from_db()
+    assert team.phase == "planning"
+    from teams.engine import prompts
+
+    history = prompts.history_messages(agents["coder"], team)
+    assert [m.kind for m in history] == ["phase_summary", "system"]
+    assert "Scope agreed." in history[0].content
+
+
+def test_last_phase_complete_makes_team_done(db):
+    team = services.team_create(
+        slug="solo", phases=["only"], agents=[{"name": "c", "role": "coach"}]
+    )
+    team_actions.team_start(team=team)
+    team_actions.phase_complete(team=team, agent=team.agents.get(), summary="All done.")
+    team.refresh_from_db()
+    assert team.status == Team.Status.DONE
+
+
+def test_conversation_waits_for_an_inbox_turn_then_continues(team, agents):
+    from teams.conversation import questions
+
+    questions.ask(team=team, question="Quick one?", target="coach")  # idle: coach woken
+    inbox_turn = Turn.objects.get(purpose="inbox")
+    team_actions.team_start(team=team)
+    assert not Turn.objects.filter(purpose="conversation").exists()  # coach is busy
+    drain(team, limit=1)
+    inbox_turn.refresh_from_db()
+    assert inbox_turn.status == "done"
+    assert Turn.objects.get(purpose="conversation", status="queued").agent.name == "coach"
+
+
+def test_sweeper_restarts_a_stalled_team(team):
+    from teams.engine import worker
+
+    Team.objects.filter(pk=team.pk).update(status=Team.Status.RUNNING)
+    assert worker.sweep()["restarted"] == 1
+    assert Turn.objects.get(status="queued").agent.name == "coach"
+    assert worker.sweep()["restarted"] == 0
