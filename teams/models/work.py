@@ -98,7 +98,8 @@ class TurnStep(models.Model):
     # messages and tools: teams.history.model_requests), so people see exactly what the model read.
     request = models.BinaryField(null=True, blank=True, editable=False)
     # sha256 of the request's system, messages and tools
-    # (teams.history.model_requests.request_digest): a replay compares it to tell where a run diverges.
+    # (teams.history.model_requests.request_digest): a replay compares it to tell where a
+    # run diverges.
     request_digest = models.CharField(max_length=64, blank=True, editable=False)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
