@@ -1,6 +1,8 @@
 """Loom's data model: every piece of a team's life is a row. The rows live in one
 module per concept; every name is re-exported here, so `from teams.models import Team`
-stays the way to reach them."""
+stays the way to reach them.
+
+May import: teams.lib and Django only (the rows are the bottom of the domain)."""
 
 from teams.models.choices import (  # noqa: F401
     ACTIVE_TURN_STATUSES,
