@@ -20,7 +20,7 @@ from teams import services
 from teams.models import Team, Turn, TurnStep
 from teams.run import team_actions
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "scripts"))
 from scaled_out import Layout  # noqa: E402
 
