@@ -378,7 +378,7 @@ def test_without_an_endpoint_no_exporter_no_thread_no_sdk(db):
     """A process with no OTEL endpoint: configure() is false and imports nothing."""
     script = (
         "import sys, threading, django; django.setup();"
-        "from teams import telemetry;"
+        "from teams.observability import telemetry;"
         "from teams.engine import loop;"
         "print(telemetry.enabled(), 'opentelemetry.sdk' in sys.modules,"
         " 'opentelemetry.exporter.otlp.proto.http' in sys.modules,"
