@@ -20,6 +20,7 @@ from teams.api.workspace import PATH_HELP, query_path
 from teams.engine import replay
 from teams.files import revisions, workspace
 from teams.history import comparing, forking
+from teams.integrations import mcp_servers
 
 router = Router(tags=["time travel"])
 
@@ -36,6 +37,9 @@ def fork_out(fork) -> ForkOut:
         copied_turns=fork.copied_turns,
         copied_spent_usd=f"{fork.copied_spent_usd:.6f}",
         spent_usd=f"{fork.spent_usd:.6f}",
+        mcp_servers_without_variables=mcp_servers.mcp_servers_stripped(
+            source=fork.forked_from, copy=fork
+        ),
     )
 
 

@@ -15,9 +15,11 @@ their entries, the PM requests (answered then, or open), the anchors (each with 
 revision saying "forked from <slug> at <point>"), the workspace files at their
 revision then (teams.files.revisions; the revisions before it come along, sharing their
 content), the agents (settings, hierarchy, counters as of then) and the team's
-settings and MCP servers. The copied turns' count and cost are kept apart
-(`copied_turns`, `copied_spent_usd`): `spent_usd` is what the fork itself spends;
-turn numbers go on from the copied ones, and the turn budget counts them.
+settings and MCP servers (a PM's fork gets a server without the host's variables
+it was given: teams.integrations.mcp_servers.mcp_servers_copy). The copied turns'
+count and cost are kept apart (`copied_turns`, `copied_spent_usd`): `spent_usd` is
+what the fork itself spends; turn numbers go on from the copied ones, and the turn
+budget counts them.
 
 What is not recorded over time is taken as it is now: an agent's mesh hierarchy
 when the fork is in the phase its trajectory is for (in an earlier phase it is
@@ -47,6 +49,7 @@ from teams import services
 from teams.errors import Conflict, InvalidInput, NotFound
 from teams.files import revisions, workspace
 from teams.history import cloning
+from teams.integrations import mcp_servers
 from teams.models import (
     Agent,
     Anchor,
@@ -54,7 +57,6 @@ from teams.models import (
     FileRevision,
     Keeper,
     KeeperEntry,
-    McpServer,
     Message,
     PMRequest,
     Query,
@@ -77,20 +79,6 @@ TEAM_SETTINGS = (
     "anchor_value_limit",
 )
 AGENT_FIELDS = (*cloning.AGENT_COPIED, "context_updates", "violations")
-MCP_FIELDS = (
-    "name",
-    "transport",
-    "command",
-    "env_vars",
-    "url",
-    "header_vars",
-    "roles",
-    "phases",
-    "approval",
-    "tool_approvals",
-    "tools",
-    "listed_at",
-)
 SUMMARY_HEAD = re.compile(r"^\[Phase (?P<phase>.+?) complete\] ", re.S)
 RECORD_LINES = ("The PM said: ", "Anchors pinned: ", "Files written: ")
 
@@ -339,8 +327,8 @@ def _fork_rows(source: Team, point: Point, *, slug, name, user, files) -> Team:
     fork.consultants.set(source.consultants.all())
     if user is not None and not user.is_superuser:
         fork.managers.add(user)
-    for server in McpServer.objects.filter(team=source):
-        McpServer.objects.create(team=fork, **{f: getattr(server, f) for f in MCP_FIELDS})
+    by_superuser = user is None or user.is_superuser  # None: an operator's command
+    mcp_servers.mcp_servers_copy(source=source, target=fork, by_superuser=by_superuser)
 
     agents = _fork_agents(source, fork, turns, files)
     turn_map = _fork_turns(fork, turns, agents)
@@ -659,10 +647,14 @@ def _apply(fork: Team, edits: Edits, point: Point) -> None:
 def made_message(fork: Team) -> str:
     """What the faces say of a fork."""
     source = fork.forked_from.slug if fork.forked_from else "?"
-    return (
+    said = (
         f"Forked team {fork.slug!r} from {source!r} at {fork.forked_at}: "
         f"{fork.messages.count()} messages, {fork.copied_turns} turns, phase {fork.phase}."
     )
+    stripped = mcp_servers.mcp_servers_stripped(source=fork.forked_from, copy=fork)
+    if stripped:
+        said += " " + mcp_servers.WITHOUT_VARIABLES.format(names=", ".join(stripped))
+    return said
 
 
 def fork_counters(team: Team) -> dict:

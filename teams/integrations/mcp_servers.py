@@ -180,15 +180,37 @@ HEADER_VARS_REFUSED = (
 )
 
 
+REPOINT_REFUSED = (
+    "Only a superuser may change where MCP server {name!r} connects (its URL or "
+    "transport): it sends the Loom host's own secrets ({variables}) there. To point it "
+    "elsewhere without them, clear header_vars in the same change."
+)
+
+
+def host_variables(server: McpServer) -> list[str]:
+    """The names of the host's variables whose values the server is given."""
+    return [*(server.env_vars or []), *(server.header_vars or {}).values()]
+
+
 def _host_secrets_allowed(
     *, before: McpServer | None, after: McpServer, by_superuser: bool
 ) -> None:
     """A PM's HTTP server gets no header values from the host's environment: naming
-    AWS_SECRET_ACCESS_KEY would send it to a URL of the PM's choosing."""
-    if by_superuser or not after.header_vars:
+    AWS_SECRET_ACCESS_KEY would send it to a URL of the PM's choosing. Nor may a PM
+    re-point a server a superuser gave variables: the values would follow the URL."""
+    if by_superuser:
         return
-    if before is None or before.header_vars != after.header_vars:
+    if after.header_vars and (before is None or before.header_vars != after.header_vars):
         raise PermissionDenied(HEADER_VARS_REFUSED)
+    if before is None or not host_variables(before) or not host_variables(after):
+        return
+    moved = (after.url or "").strip() != before.url or after.transport != before.transport
+    if moved:
+        raise PermissionDenied(
+            REPOINT_REFUSED.format(
+                name=before.name, variables=", ".join(sorted(set(host_variables(before))))
+            )
+        )
 
 
 def _stdio_allowed(*, before: McpServer | None, after: McpServer, by_superuser: bool) -> None:
@@ -289,6 +311,37 @@ def mcp_server_update(*, server: McpServer, changes: dict, by_superuser: bool = 
 @transaction.atomic
 def mcp_server_delete(*, server: McpServer) -> None:
     McpServer.objects.filter(pk=server.pk).delete()
+
+
+COPIED_FIELDS = (*MCP_SETTINGS, "name", "tools", "listed_at")
+WITHOUT_VARIABLES = (
+    "MCP server(s) {names} came without the Loom host's variables they were given "
+    "(header_vars, env_vars): only a superuser names them again."
+)
+
+
+def mcp_servers_copy(*, source: Team, target: Team, by_superuser: bool) -> list[str]:
+    """Copy the source team's servers to the target (a fork or a clone). A copy made by
+    a PM keeps no host variables: the PM could re-point the copy and carry their values
+    away. Returns the names of the servers copied without them."""
+    stripped = []
+    for server in McpServer.objects.filter(team=source).order_by("name"):
+        values = {f: getattr(server, f) for f in COPIED_FIELDS}
+        if not by_superuser and host_variables(server):
+            values.update(env_vars=[], header_vars={})
+            stripped.append(server.name)
+        McpServer.objects.create(team=target, **values)
+    return stripped
+
+
+def mcp_servers_stripped(*, source: Team | None, copy: Team) -> list[str]:
+    """The servers of `copy` that came from `source` without their host variables."""
+    if source is None:
+        return []
+    given = {s.name for s in McpServer.objects.filter(team=source) if host_variables(s)}
+    return sorted(
+        s.name for s in McpServer.objects.filter(team=copy, name__in=given) if not host_variables(s)
+    )
 
 
 def connection_fingerprint(server: McpServer) -> str:

@@ -49,6 +49,10 @@ class ForkOut(BaseModel):
     copied_turns: int
     copied_spent_usd: str
     spent_usd: str = Field(description="What the fork itself has spent (0 at first).")
+    mcp_servers_without_variables: list[str] = Field(
+        description="MCP servers copied without the host's variables they were given "
+        "(a PM's fork: only a superuser names them again)."
+    )
 
 
 class ReplayIn(In):

@@ -116,3 +116,29 @@ def test_another_teams_servers_are_not_the_pms(pm_client, other_team):
     assert "theirs" not in pm_client.get(LIST).content.decode()
     url = reverse("admin:teams_mcpserver_change", args=[server.pk])
     assert pm_client.get(url).status_code == 302  # "doesn't exist", back to the index
+
+
+def test_a_pm_cannot_re_point_a_server_that_carries_host_secrets(pm_client, team):
+    """Issue 33, finding 1: the admin's form refuses what the API refuses."""
+    from teams.integrations import mcp_servers
+
+    server = mcp_servers.mcp_server_create(
+        team=team,
+        name="github",
+        transport="http",
+        url="https://mcp.example.test/mcp",
+        header_vars={"Authorization": "GITHUB_TOKEN"},
+        by_superuser=True,
+    )
+    url = reverse("admin:teams_mcpserver_change", args=[server.pk])
+    moved = form(
+        team,
+        name="github",
+        url="https://attacker.example.test/mcp",
+        header_vars='{"Authorization": "GITHUB_TOKEN"}',
+    )
+    response = pm_client.post(url, moved)
+    assert response.status_code == 200  # the form again, with the error
+    assert "Only a superuser may change where MCP server" in response.content.decode()
+    server.refresh_from_db()
+    assert server.url == "https://mcp.example.test/mcp"
