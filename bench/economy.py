@@ -37,6 +37,7 @@ Run: .venv/bin/python bench/economy.py [--budget 2000] [--long-turns 300]
 import argparse
 import os
 import random
+import re
 import secrets
 import sys
 import tempfile
@@ -167,6 +168,7 @@ def main():
     bench = Bench(args.budget)
     results = [bench.run(v, scenario(phases=5, rounds=4, ask_pm=True)) for v in VARIANTS]
     print_table(results, args.budget)
+    print_tool_share(results[-1])
     if args.long_turns:
         print_long_run(bench, args.long_turns)
 
@@ -363,6 +365,34 @@ def print_table(results: list[Result], budget: int) -> None:
         f"automatic offloads: (4) {results[3].offloads}, (5) {results[4].offloads}; "
         f"passes kept out from (2) on: {passes}"
     )
+
+
+def print_tool_share(result: Result) -> None:
+    """The tool definitions' share of each request of Loom as it ships, per phase: how
+    many tools were offered and how many of the request's tokens (the fake's count of
+    each block's JSON, cached or not) their definitions were."""
+    from tests.fakes.messages_api import _pieces, tokens
+
+    by_phase: dict[str, list[tuple[int, int, int]]] = {}
+    for request in result.requests:
+        match = re.search(r"Current phase: ([\w-]+)", request.dump)
+        sizes = [(where, tokens(text)) for where, text, _ in _pieces(request.body)]
+        tool_tokens = sum(n for where, n in sizes if where.startswith("tools["))
+        row = (len(request.tool_names), tool_tokens, sum(n for _, n in sizes))
+        by_phase.setdefault(match.group(1) if match else "?", []).append(row)
+    print()
+    print("Tool definitions in each request of (5), per phase (mean per request)")
+    head = f"{'phase':<18} {'requests':>8} {'tools':>6} {'tool tokens':>11} {'request':>8} {'share':>6}"
+    print(head)
+    print("-" * len(head))
+    every = [row for rows in by_phase.values() for row in rows]
+    for phase, rows in [*by_phase.items(), ("all", every)]:
+        count = len(rows)
+        tools_, tool_tokens, total = (sum(r[i] for r in rows) for i in range(3))
+        print(
+            f"{phase:<18} {count:>8} {tools_ / count:>6.1f} {tool_tokens // count:>11,} "
+            f"{total // count:>8,} {tool_tokens / total * 100:>5.1f}%"
+        )
 
 
 def print_long_run(bench: Bench, turns: int) -> None:
