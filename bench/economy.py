@@ -177,17 +177,17 @@ class Bench:
     def __init__(self, budget: int):
         from django.conf import settings
 
-        from teams.engine import loop, prompts, providers
+        from teams.engine import history_rows, loop, providers
 
         self.settings, self.budget, self.count = settings, budget, 0
         self.variant = VARIANTS[-1]
-        self._patch(loop, prompts, providers)
+        self._patch(loop, history_rows, providers)
 
-    def _patch(self, loop, prompts, providers):
+    def _patch(self, loop, history_rows, providers):
         """The switches: each reads self.variant; (5) is the engine untouched."""
         bench = self
         respond, offload = providers.AnthropicProvider.respond, loop._offload_when_over_budget
-        history_queryset = prompts.history_queryset
+        history_queryset = history_rows.history_queryset
 
         def respond_maybe_uncached(provider, **kwargs):
             if not bench.variant.caching:
@@ -200,11 +200,11 @@ class Bench:
         def history_maybe_whole(agent, team, phase=None, unseen_after=None):
             if bench.variant.phase_scoped:
                 return history_queryset(agent, team, phase, unseen_after)
-            return whole_history(prompts, agent, team)
+            return whole_history(history_rows, agent, team)
 
         providers.AnthropicProvider.respond = respond_maybe_uncached
         loop._offload_when_over_budget = offload_maybe
-        prompts.history_queryset = history_maybe_whole
+        history_rows.history_queryset = history_maybe_whole
 
     def run(self, variant: Variant, plan: Plan, phases=None, max_turns=1000):
         """Run the plan as a team; the fake server's recorded requests, in order."""
@@ -268,13 +268,13 @@ class Bench:
         return Result(variant, api.requests, turns, offloads)
 
 
-def whole_history(prompts, agent, team):
-    """prompts.history_queryset without its phase term: every phase's conversation."""
+def whole_history(history_rows, agent, team):
+    """history_rows.history_queryset without its phase term: every phase's conversation."""
     from django.db.models import Q
 
     from teams.models import Message
 
-    conversation = Q(team=team, recipient__isnull=True, kind__in=prompts.CONVERSATION_KINDS)
+    conversation = Q(team=team, recipient__isnull=True, kind__in=history_rows.CONVERSATION_KINDS)
     summaries = Q(team=team, kind=Message.Kind.PHASE_SUMMARY)
     return (
         Message.objects.filter(conversation | summaries | Q(recipient=agent))
@@ -382,7 +382,10 @@ def print_tool_share(result: Result) -> None:
         by_phase.setdefault(match.group(1) if match else "?", []).append(row)
     print()
     print("Tool definitions in each request of (5), per phase (mean per request)")
-    head = f"{'phase':<18} {'requests':>8} {'tools':>6} {'tool tokens':>11} {'request':>8} {'share':>6}"
+    head = (
+        f"{'phase':<18} {'requests':>8} {'tools':>6} {'tool tokens':>11} "
+        f"{'request':>8} {'share':>6}"
+    )
     print(head)
     print("-" * len(head))
     every = [row for rows in by_phase.values() for row in rows]

@@ -19,7 +19,7 @@ from teams.api.schemas.agents import (
 from teams.api.schemas.common import responses
 from teams.api.schemas.messages import MessageIn
 from teams.conversation import questions
-from teams.engine.prompts import history_queryset
+from teams.engine.history_rows import history_queryset
 from teams.live.event_payloads import MessageOut, QueryOut
 from teams.models import Agent, Anchor, Team, Turn
 from teams.run.drift import chain_breaks, drift_report, health, recommendation, score

@@ -8,8 +8,8 @@ from teams.access import Caller
 from teams.api.auth import caller
 from teams.api.schemas.common import responses
 from teams.api.schemas.tools import ToolCallOut, ToolOut, TurnEndOut
+from teams.engine.history_rows import history_messages
 from teams.engine.loop import tool_context
-from teams.engine.prompts import history_messages
 from teams.errors import Conflict, PermissionDenied
 from teams.models import ApprovalPolicy
 from teams.run import budgets

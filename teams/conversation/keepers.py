@@ -1,7 +1,7 @@
 """Keepers: offloading old context and getting it back.
 
 Offloading copies messages into a topic-labelled keeper; from then on they leave
-the offloading agent's context (prompts.history_messages excludes them) and stay
+the offloading agent's context (history_rows.history_messages excludes them) and stay
 searchable. Retrieval is raw (full-text search, "[role]: content" lines) or smart
 (a model answers the question from the matching entries: the caller passes the
 function that asks it, since calling a model is the engine's job). Automatic

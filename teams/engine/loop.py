@@ -18,7 +18,7 @@ from django.db import InterfaceError, OperationalError, transaction
 
 from teams import services
 from teams.conversation import approvals, hierarchy, keepers
-from teams.engine import prompts
+from teams.engine import claims, history_kept, prompts
 from teams.engine.consult import consult
 from teams.engine.providers import caches_prompts, provider_for, replaying
 from teams.engine.reply import DEFAULT_MAX_TOKENS
@@ -57,7 +57,7 @@ def run_turn(turn_id: int, worker: str) -> Turn | None:
         turn_id,
         worker,
         replay_runs_it=replaying.get() is not None,
-        annotate=prompts.claim_annotations,
+        annotate=claims.claim_annotations,
     )
     if turn is None:
         return None
@@ -202,7 +202,7 @@ def execute(turn: Turn, worker: str) -> None:
         Turn.objects.filter(pk=turn.pk).update(model=turn.model)
     # Each phase begins with a trajectory Loom declares for the agent (once per phase).
     hierarchy.agent_phase_begin(agent=agent, team=team, phase=turn.phase)
-    claimed = prompts.claimed(turn)
+    claimed = claims.claimed(turn)
     prompt = prompts.build(
         agent, team, until_id=turn.snapshot_message_id, phase=turn.phase, claimed=claimed
     )
@@ -352,10 +352,10 @@ def _noted(notice: str, result: ToolResult) -> ToolResult:
     return replace(result, text=notice + result.text) if notice else result
 
 
-def _turn_tools(agent: Agent, team: Team, claimed: prompts.Claimed | None = None):
+def _turn_tools(agent: Agent, team: Team, claimed: claims.Claimed | None = None):
     """The agent's tools now and their definitions, the last marked for the cache (as
     this process built them while what the turn's claim read of them is unchanged)."""
-    stamp = claimed.tools if claimed is not None and prompts.KEEP_HISTORY else None
+    stamp = claimed.tools if claimed is not None and history_kept.KEEP_HISTORY else None
     tools, definitions = registry.turn_toolset(agent, team, stamp)
     if definitions:
         definitions[-1] = {**definitions[-1], "cache_control": {"type": "ephemeral"}}

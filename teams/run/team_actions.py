@@ -102,7 +102,7 @@ def phase_record(team: Team) -> list[str]:
     """What Loom adds to the coach's summary of the phase ending now, since later
     phases see only the summary: the PM's words not pinned as an anchor, and the files
     written in it. Anchors are not repeated here: every request shows them, as they
-    stand, with who pinned them and in which phase (prompts.anchors_block)."""
+    stand, with who pinned them and in which phase (system_text.anchors_block)."""
 
     def flat(text: str) -> str:
         return " ".join(text.split())

@@ -9,7 +9,7 @@ from django.db import connection
 from django.db.models import Q
 
 from teams import prepared
-from teams.engine import prompts
+from teams.engine import claims
 from teams.models import Team, Turn
 from teams.prepared import prepared_rows
 from teams.run import turns
@@ -30,7 +30,7 @@ def _claimed(pk):
     return (
         Turn.objects.select_related("team", "agent")
         .filter(pk=pk)
-        .annotate(**prompts.claim_annotations())
+        .annotate(**claims.claim_annotations())
     )
 
 
@@ -45,7 +45,7 @@ def test_a_claimed_turn_reads_as_the_orm_reads_it_for_each_turn():
         _same([found.team, found.agent], [expected.team, expected.agent])
         assert found.team.max_cost_usd == Decimal("12.50")  # converted as the ORM converts
         assert found.started_at == expected.started_at and found.queued_at is not None
-        for name in prompts.claim_annotations():
+        for name in claims.claim_annotations():
             assert getattr(found, name) == getattr(expected, name), name
     assert prepared_rows(_claimed, pk=10**9) == []
 

@@ -4,7 +4,7 @@ import pytest
 
 from teams import services
 from teams.conversation import keepers
-from teams.engine import prompts
+from teams.engine import history_rows
 from teams.models import Keeper
 from tests.fakes.messages_api import text
 from tests.helpers import make_turn
@@ -138,14 +138,14 @@ class TestOffload:
             f"Offloaded {count} messages. {keeper.index_entry} "
             f"Recall with context_retrieve(query, keeper_id={keeper.id})."
         )
-        *remaining, stub = prompts.history_messages(agents["coder"], team)
+        *remaining, stub = history_rows.history_messages(agents["coder"], team)
         assert [m.id for m in remaining] == [m.id for m in history[count:]]
         assert stub.content == (
             f"[Context offloaded] {count} earlier messages went to keeper {keeper.id} "
             f'"early talk"; recall them with context_retrieve(query, keeper_id={keeper.id}).'
         )
         # Another agent's context is untouched.
-        assert len(prompts.history_messages(agents["reviewer"], team)) == len(history)
+        assert len(history_rows.history_messages(agents["reviewer"], team)) == len(history)
 
     def test_explicit_count(self, ctx_for, history):
         result = run(

@@ -9,8 +9,8 @@ import pytest
 
 from teams import services
 from teams.conversation import hierarchy, keepers
-from teams.engine import prompts
-from teams.engine.prompts import anchors_block
+from teams.engine import history_rows, prompts
+from teams.engine.system_text import anchors_block
 from teams.models import Agent, Anchor, AnchorRevision
 from teams.run import team_actions
 from tests.fakes.messages_api import text, tool
@@ -81,7 +81,7 @@ class TestAnchors:
         services.anchor_save(team=team, key="DB", value="PostgreSQL")
         for n in range(12):
             services.message_add(team=team, content=f"Talk {n}", author=agents["coder"])
-        history = prompts.history_messages(agents["coder"], team)
+        history = history_rows.history_messages(agents["coder"], team)
         keepers.offload(agent=agents["coder"], messages=history, topic="everything")
         after = prompts.build(agents["coder"], team)
         assert "Talk 3" not in str(after.messages)

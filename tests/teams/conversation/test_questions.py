@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from teams import services
 from teams.conversation import questions
-from teams.engine import loop, prompts
+from teams.engine import history_rows, loop, prompts
 from teams.errors import InvalidInput, NotFound
 from teams.models import Keeper, Message, Query, Team, Turn
 from teams.run import team_actions, turns
@@ -22,7 +22,7 @@ from tests.helpers import drain, forward_chain_script, key_in, make_turn, per_ag
 
 
 def history_text(agent, team):
-    return "\n".join(m.content for m in prompts.history_messages(agent, team))
+    return "\n".join(m.content for m in history_rows.history_messages(agent, team))
 
 
 class TestProtocol:

@@ -13,7 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from teams import services
-from teams.engine import loop, prompts
+from teams.engine import claims, history_kept, history_rows, loop, prompts, system_text
 from teams.integrations import mcp_servers
 from teams.models import Agent, Anchor, ConsultantProfile, McpServer, Team, Turn
 from teams.run import team_actions, turns
@@ -25,9 +25,9 @@ ECHO = {"name": "echo", "description": "Echo the text.", "input_schema": {"type"
 
 @pytest.fixture(autouse=True)
 def nothing_kept():
-    prompts.forget()
+    history_kept.forget()
     yield
-    prompts.forget()
+    history_kept.forget()
 
 
 def _claim(team: Team, agent: Agent) -> Turn:
@@ -36,7 +36,7 @@ def _claim(team: Team, agent: Agent) -> Turn:
     Turn.objects.filter(agent=agent, status=Turn.Status.RUNNING).update(status=Turn.Status.DONE)
     number = Turn.objects.filter(team=team).count() + 1
     queued = turns.turn_enqueue(team=Team.objects.get(pk=team.pk), agent=agent, number=number)
-    return turns.turn_claim(queued.id, "test-worker", annotate=prompts.claim_annotations)
+    return turns.turn_claim(queued.id, "test-worker", annotate=claims.claim_annotations)
 
 
 def _request(turn: Turn, claimed) -> str:
@@ -60,9 +60,9 @@ def _sent(team: Team, agent: Agent) -> str:
     it kept from earlier turns); asserted equal to a cold build's (no claim's reads,
     nothing kept, as a worker that kept nothing reads it)."""
     turn = _claim(team, agent)
-    with mock.patch.object(prompts, "KEEP_HISTORY", False):
+    with mock.patch.object(history_kept, "KEEP_HISTORY", False):
         cold = _request(turn, None)
-    warm = _request(turn, prompts.claimed(turn))
+    warm = _request(turn, claims.claimed(turn))
     assert warm == cold
     return warm
 
@@ -80,10 +80,10 @@ def test_a_steady_turn_reads_only_its_historys_ids_and_new_rows(team, agents):
     services.message_add(team=team, author=reviewer, content="Second point, @coder.")
     turn = _claim(team, coder)
     with CaptureQueriesContext(connection) as read:
-        request = _request(turn, prompts.claimed(turn))
+        request = _request(turn, claims.claimed(turn))
     assert len(read.captured_queries) == 2, [q["sql"][:80] for q in read.captured_queries]
     assert "Second point" in request and "[db]: PostgreSQL" in request
-    with mock.patch.object(prompts, "KEEP_HISTORY", False):
+    with mock.patch.object(history_kept, "KEEP_HISTORY", False):
         assert _request(turn, None) == request
 
 
@@ -97,16 +97,16 @@ def test_a_coachs_claim_reads_who_passed_since_it_spoke_as_build_does(team, agen
             team=team, author=agent, content=f"({agent.name} passes: nothing)", kind="pass_note"
         )
     turn = _claim(team, coach)
-    assert prompts.claimed(turn).passes == ["coder", "reviewer"]
+    assert claims.claimed(turn).passes == ["coder", "reviewer"]
     with CaptureQueriesContext(connection) as read:
-        request = _request(turn, prompts.claimed(turn))
+        request = _request(turn, claims.claimed(turn))
     assert "Since you last spoke, coder, reviewer passed" in request
     # Only the history's ids: a pass is not in the history, and who passed came with the claim.
     assert len(read.captured_queries) == 1, [q["sql"][:80] for q in read.captured_queries]
-    with mock.patch.object(prompts, "KEEP_HISTORY", False):
+    with mock.patch.object(history_kept, "KEEP_HISTORY", False):
         assert _request(turn, None) == request
     services.message_add(team=team, author=coach, content="Go on.")
-    assert prompts.claimed(_claim(team, coach)).passes == []
+    assert claims.claimed(_claim(team, coach)).passes == []
 
 
 def test_a_claim_reads_the_roster_and_the_previous_snapshot_as_build_does(team, agents):
@@ -115,11 +115,11 @@ def test_a_claim_reads_the_roster_and_the_previous_snapshot_as_build_does(team, 
     first = _claim(team, coder)
     services.message_add(team=team, author=agents["coach"], content="Again.")
     second = _claim(team, coder)
-    claimed = prompts.claimed(second)
+    claimed = claims.claimed(second)
     assert claimed.seen == first.snapshot_message_id
-    assert claimed.seen == prompts.previously_seen(coder, second.snapshot_message_id)
-    assert claimed.roster == prompts.roster(team)
-    assert prompts.claimed(Turn.objects.get(pk=second.pk)) is None  # read without them
+    assert claimed.seen == history_rows.previously_seen(coder, second.snapshot_message_id)
+    assert claimed.roster == system_text.roster(team)
+    assert claims.claimed(Turn.objects.get(pk=second.pk)) is None  # read without them
 
 
 def test_an_anchor_pinned_changed_or_deleted_between_turns_is_in_the_next_request(team, agents):

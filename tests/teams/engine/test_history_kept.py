@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from teams import services
 from teams.conversation import keepers, questions
-from teams.engine import prompts
+from teams.engine import history_kept, prompts
 from teams.models import Message, Team
 from teams.run import team_actions
 
@@ -33,7 +33,7 @@ def _request(agent, team, phase=None):
 
 def _warm_and_cold(agent, team, phase=None):
     warm = _request(agent, team, phase)
-    prompts.forget()  # another worker: it kept nothing
+    history_kept.forget()  # another worker: it kept nothing
     cold = _request(agent, team, phase)
     assert warm == cold
     return warm
@@ -45,7 +45,7 @@ def _say(team, agent, text):
 
 def test_a_kept_history_gives_the_request_a_cold_build_gives(team, agents):
     coder, reviewer, coach = agents["coder"], agents["reviewer"], agents["coach"]
-    prompts.forget()
+    history_kept.forget()
     said = [_say(team, reviewer if i % 2 else coach, f"Point number {i}.") for i in range(12)]
     _request(coder, team)  # the coder's last request, kept
 
@@ -55,7 +55,7 @@ def test_a_kept_history_gives_the_request_a_cold_build_gives(team, agents):
         warm = _request(coder, team)
     rows = [q["sql"] for q in read.captured_queries if '"teams_message"."content"' in q["sql"]]
     assert len(rows) == 1 and "A new point" in warm  # the new rows, not the old ones
-    prompts.forget()
+    history_kept.forget()
     assert _request(coder, team) == warm
 
     # An offload takes its messages out of the history.
@@ -87,7 +87,7 @@ def test_a_kept_history_gives_the_request_a_cold_build_gives(team, agents):
 
 def test_a_renamed_agent_is_read_again(team, agents):
     coder, reviewer = agents["coder"], agents["reviewer"]
-    prompts.forget()
+    history_kept.forget()
     _say(team, reviewer, "Tests for each token kind.")
     _request(coder, team)
     reviewer.name = "checker"

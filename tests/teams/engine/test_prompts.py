@@ -2,6 +2,7 @@
 
 from teams import services
 from teams.engine import prompts
+from teams.engine import system_text as texts
 from teams.models import DEFAULT_PHASES
 from teams.run import team_actions
 
@@ -12,7 +13,7 @@ def system_text(prompt):
 
 def test_coach_facilitation_mentions_ask_pm_in_every_phase():
     for phase in [*DEFAULT_PHASES, "a-custom-phase"]:
-        text = prompts.facilitation(phase)
+        text = texts.facilitation(phase)
         assert "use the ask_pm tool to pause and request input" in text
         assert "signal_phase_complete" in text
 

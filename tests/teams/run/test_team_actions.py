@@ -63,9 +63,9 @@ def test_phase_complete_advances_and_summary_carries_over(team, agents):
     team_actions.phase_complete(team=team, agent=agents["coach"], summary="Scope agreed.")
     team.refresh_from_db()
     assert team.phase == "planning"
-    from teams.engine import prompts
+    from teams.engine import history_rows
 
-    history = prompts.history_messages(agents["coder"], team)
+    history = history_rows.history_messages(agents["coder"], team)
     assert [m.kind for m in history] == ["phase_summary", "system"]
     assert "Scope agreed." in history[0].content
 

@@ -1,0 +1,185 @@
+"""The stable system text an agent reads: who it is, the team, its role, the norms,
+the phase (its order, what it should produce, this role's part, who closes it, who may
+write files) and the coach's facilitation; and the anchors' block that follows it.
+
+It changes only when the phase, the roster or a role does, so the prompt cache reads it
+whole on every other request (teams.engine.prompts puts it first after the tools)."""
+
+from __future__ import annotations
+
+from teams.conversation import hierarchy, phase_guide
+from teams.engine.reply import DEFAULT_MAX_TOKENS
+from teams.models import Agent, Anchor, Team
+from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
+from tools.mesh import DeclareIntent, MapContext
+from tools.workspace import FileWrite
+
+ROLE_PROMPTS = {
+    "coach": (
+        "You are the team's coach. You facilitate: keep the discussion on the goal, "
+        "summarise agreements, surface disagreements and decide when a phase is done. "
+        "You do not write the solution yourself."
+    ),
+    "researcher": "You are the team's researcher: you find facts, prior art and risks.",
+    "coder": "You are the team's coder: you design and write the implementation.",
+    "reviewer": "You are the team's reviewer: you check plans and code for problems.",
+    "tester": "You are the team's tester: you think about how to prove the work is right.",
+    "external": "You are an agent driven by an external program through Loom's API.",
+}
+
+NORMS = "\n".join(
+    [
+        "Conversation norms:",
+        "- Be concise: a few sentences, no preamble, no restating what others said.",
+        "- Silence means approval. Address others by @name when you need their response.",
+        "- If you have nothing new to contribute (you agree with what's been said and have "
+        f"no concerns, questions, or additions), use the {PassTurn.name} tool instead of "
+        "restating agreement. Only pass when you genuinely have nothing to add; do not pass "
+        "if you have any reservations.",
+        "- Act through your tools, never by describing a tool call in your text. Your turn "
+        "ends when you reply with text and no tool call (that text is your message to the "
+        f"team) or when you call {PassTurn.name}; make any tool calls you need before that.",
+        "- Lines marked [Your action] are Loom's record of your own tool calls earlier in "
+        "this phase (their full results are not kept: call a tool again to see one); "
+        "lines marked [Loom] or [system] are notes from Loom, not from a teammate.",
+        f"- Your intent: Loom declares a trajectory for you at the start of each phase. "
+        f"Refine it with {DeclareIntent.name} when your aim changes, and set your tactic "
+        f"and next action with {MapContext.name} when you start a new piece of work. The "
+        "PM sees a drift score for every agent (100 is on track; lower means drifting), "
+        "computed from these levels and how recently you updated them.",
+    ]
+)
+
+ASK_PM_LINE = (
+    f"If the team is stuck on a question that requires PM authority, use the {AskPm.name} "
+    "tool to pause and request input."
+)
+DONE = SignalPhaseComplete.name
+
+COACH_FACILITATION = {
+    "refinement": (
+        "Phase: refinement. Help the team agree on what the goal means: scope, users, "
+        f"constraints and what is out of scope. When requirements are clear, call {DONE} "
+        "with a summary."
+    ),
+    "planning": (
+        "Phase: planning. Help the team break the work into tasks with owners and an "
+        f"order. When the plan is agreed, call {DONE} with a summary."
+    ),
+    "pre-code-review": (
+        "Phase: pre-code-review. Have the team review the plan and interfaces before "
+        f"code is written. When concerns are resolved, call {DONE}."
+    ),
+    "implementation": (
+        "Phase: implementation. Keep the coder unblocked and the others reviewing "
+        f"small steps. When the work is done, call {DONE}."
+    ),
+    "code-review": (
+        "Phase: code-review. Have the team review the result against the goal. When "
+        f"the review is complete, call {DONE} with the outcome."
+    ),
+}
+GENERIC_FACILITATION = (
+    "Phase: {phase}. Guide the team through this phase; when its work is done, call "
+    + DONE
+    + " with a summary."
+)
+CLOSING = (
+    f"When every other agent passed since you last spoke, the team agrees: if this "
+    f"phase's work is done, call {DONE} rather than asking again."
+)
+SUMMARY_LINE = (
+    "Your summary is all that later phases see of this one: give the decisions, the open "
+    "items and the files written."
+)
+LAST_SUMMARY_LINE = (
+    "This is the last phase: your summary is the team's outcome for the PM (what was "
+    "delivered, the files, what is left open)."
+)
+
+
+def stable_text(
+    agent: Agent, team: Team, phase: str, agents: list[tuple[int, str, str]] | None = None
+) -> str:
+    """The system text before the anchors (`agents`: the roster, when read)."""
+    parts = [
+        f"Your name is {agent.name} and your role is {agent.role}.",
+        team_line(agent, team, agents),
+        agent.role_prompt or ROLE_PROMPTS.get(agent.role, ""),
+        NORMS,
+        phase_text(agent, team, phase),
+    ]
+    if agent.role == Agent.Role.COACH:
+        parts.append(facilitation(phase, last=bool(team.phases) and phase == team.phases[-1]))
+    return "\n\n".join(p for p in parts if p)
+
+
+def facilitation(phase: str, last: bool = False) -> str:
+    text = COACH_FACILITATION.get(phase) or GENERIC_FACILITATION.format(phase=phase)
+    summary = LAST_SUMMARY_LINE if last else SUMMARY_LINE
+    return f"{text}\n{CLOSING} {summary}\n{ASK_PM_LINE}"
+
+
+def roster(team: Team) -> list[tuple[int, str, str]]:
+    """The team's agents as (id, name, role), in the rotation's order."""
+    return list(team.agents.order_by("position", "id").values_list("id", "name", "role"))
+
+
+def team_line(agent: Agent, team: Team, agents: list[tuple[int, str, str]] | None = None) -> str:
+    """Who else is on the team, by @name and role (`agents`: the roster, when read)."""
+    others = [f"@{name} ({role})" for pk, name, role in (agents or roster(team)) if pk != agent.pk]
+    return "Your teammates: " + (", ".join(others) if others else "none") + "."
+
+
+def phase_text(agent: Agent, team: Team, phase: str) -> str:
+    """The phase as every role reads it: the order, what it should produce, this
+    role's line, who closes it, and who may write files."""
+    lines = [
+        f"Phases, in order: {phase_guide.phase_order(team, phase)}. This phase: {phase}.",
+        f"This phase should produce: {phase_guide.phase_line(team, phase, 'produce')}.",
+        f"Your part as {agent.role}: {phase_guide.phase_line(team, phase, agent.role)}.",
+    ]
+    if agent.role != Agent.Role.COACH:
+        lines.append(
+            f"The coach closes the phase with {DONE}; its summary is all that later "
+            "phases see of this one."
+        )
+    lines.append(files_line(agent, team, phase))
+    return "\n".join(lines)
+
+
+def files_line(agent: Agent, team: Team, phase: str) -> str:
+    """Who may write workspace files, and in which of the team's phases (team data:
+    Team.tool_access); `phase` is the turn's (the team may have moved on since)."""
+    roles, phase_allowed, _words = FileWrite.access(team)
+    phases = [p for p in team.phases if phase_allowed(p)]
+    where = ", ".join(phases) if phases else "no phase of this team"
+    who = "every role" if roles is None else " and ".join(f"{r}s" for r in sorted(roles))
+    if roles is not None and agent.role not in roles:
+        return f"Workspace files: you read them; {who} write them (in {where})."
+    limit = f"Your reply holds at most about {DEFAULT_MAX_TOKENS:,} tokens: keep each file shorter."
+    if phase_allowed(phase):
+        return f"Workspace files: you may write them with {FileWrite.name} in this phase. {limit}"
+    return f"Workspace files: you read them now; you may write them in {where}."
+
+
+ANCHORS_INSTRUCTION = (
+    "These are IMMUTABLE ANCHORS. Override any chat history that conflicts with them:"
+)
+
+
+def anchors_block(team: Team, anchors: list[Anchor] | None = None) -> str:
+    """The anchors in their documented format, each with who pinned it and in which
+    phase; empty when the team has no anchors (`anchors`: its anchors by key, when
+    read)."""
+    if anchors is None:
+        anchors = Anchor.objects.filter(team=team).order_by("key")
+    lines = [
+        f"  [{a.key}]: {a.value} (pinned by {hierarchy.anchor_source_text(a)})" for a in anchors
+    ]
+    if not lines:
+        return ""
+    return "\n".join(["<immutable-anchors>", ANCHORS_INSTRUCTION, *lines, "</immutable-anchors>"])
+
+
+ANCHOR_FIELDS = ("key", "value", "source", "updated_by", "phase")  # what anchors_block shows
