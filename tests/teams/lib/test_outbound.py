@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import socketserver
-import threading
 import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler
@@ -27,7 +26,7 @@ from teams.integrations import webhooks
 from teams.integrations.consultations import PeerFrame
 from teams.lib import outbound
 from teams.models import ConsultantProfile, Webhook, WebhookDelivery
-from tests.fakes.server import LocalServer
+from tests.fakes.server import LocalServer, serving_thread
 from tests.fakes.webhook_receiver import Answer, WebhookReceiver
 from tests.helpers import ApiClient, api_token, client_for, state
 
@@ -415,7 +414,7 @@ class Dripper:
         self.interval, self.seconds = interval, seconds
         self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = serving_thread(self.server)
 
     def __enter__(self):
         self.thread.start()
