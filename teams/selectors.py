@@ -146,14 +146,29 @@ def team_messages_after_bounded(
     return messages, omitted
 
 
+# The messages the PM's pages show: the conversation and the PM's nudges.
+SHOWN = Q(recipient__isnull=True) | Q(kind=Message.Kind.NUDGE)
+
+
 def team_transcript(*, team: Team) -> list[Message]:
     """What the PM sees: the whole conversation, pass notes included, and the PM's
-    nudges to single agents (teams.run.steering), newest last."""
-    said = Message.objects.filter(team=team).filter(
-        Q(recipient__isnull=True) | Q(kind=Message.Kind.NUDGE)
-    )
+    nudges to single agents (teams.run.steering), newest last. Each message has
+    `number`: its place among all the messages the pages show (1 the first), the one
+    numbering the live view, a fork and the compare page use."""
+    said = Message.objects.filter(team=team).filter(SHOWN)
     newest = said.select_related("author", "recipient", "turn").order_by("-id")[:TRANSCRIPT_LIMIT]
-    return list(reversed(newest))
+    shown = list(reversed(newest))
+    if shown:
+        first = said.filter(id__lt=shown[0].id).count() + 1
+        for offset, message in enumerate(shown):
+            message.number = first + offset
+    return shown
+
+
+def message_number(*, team: Team, message_id: int) -> int:
+    """How many messages the pages show up to and including `message_id`: the number
+    the PM sees on it (or on the last shown one before it)."""
+    return Message.objects.filter(team=team, id__lte=message_id).filter(SHOWN).count()
 
 
 RECENT_QUERIES = 20

@@ -1,10 +1,17 @@
 """Run a team again: a fresh idle copy of a team, to go on where a finished one ended.
 
-The copy has the source's goal, phases, plan, budgets and managers; its agents (the
-same names, roles, models, prompts, positions, context budgets and mesh levels, with
-fresh counters); its current anchors (each with a revision saying where it came
+What it holds and leaves out follows the one list of a team's state,
+teams.history.team_state. The copy has the source's goal, phases, plan and settings
+(budgets, tool access and approvals, phase guide, stuck checks), managers, consultants
+and MCP servers (with the tools they listed, so the first turn offers them; a PM's
+copy gets a server without the host's variables it was given); its agents (the same
+names, roles, models, prompts, positions and budgets, with fresh counters, and each
+starting the first phase with the trajectory Loom declares for it, or its own when it
+was for that phase); its current anchors (each with a revision saying where it came
 from); and a copy of its workspace folder. Nothing of the source's life comes along:
-no conversation, turns, queries, keepers, PM requests, consultations or tokens.
+no conversation, turns, queries, keepers, PM requests or consultations; nor tokens or
+webhooks (team_state says why). The copy is named "<name> (run N)", N from its slug
+("demo-2": run 2), unless named.
 
 The copy's workspace is always its own default folder (named by its own UUID,
 teams.files.workspace), never the source's custom folder. Regular files
@@ -29,8 +36,11 @@ from pathlib import Path
 from django.db import transaction
 
 from teams import services
+from teams.conversation import hierarchy
 from teams.errors import Conflict, InvalidInput, validated
 from teams.files import workspace
+from teams.history import team_state
+from teams.integrations import mcp_servers
 from teams.models import Agent, Anchor, Team, WorkspaceFile
 
 MAX_COPY_FILES = 10_000
@@ -38,9 +48,9 @@ MAX_COPY_BYTES = 200 * 1024 * 1024
 SLUG_MAX = Team._meta.get_field("slug").max_length
 # "demo-2" runs again as "demo-3", not "demo-2-2"; "release-2024" as "release-2024-2".
 NUMBERED = re.compile(r"^(?P<base>.+)-(?P<n>[1-9][0-9]{0,2})$")
-# Fields of an agent that say who it is (its settings) and what it intends; its
-# counters start at 0.
-AGENT_COPIED = (*services.AGENT_SETTINGS, "trajectory", "tactic", "action")
+NAME_MAX = Team._meta.get_field("name").max_length
+# What a copy's name says of it, taken off before a copy of a copy says its own.
+COPY_SUFFIX = re.compile(r" \((run \d+|run again|fork of [^()]*)\)$")
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -159,6 +169,14 @@ def _stage_workspace(source: Team) -> tuple[Path, dict[str, int]]:
     return staging, copied
 
 
+def copy_name(name: str, what: str) -> str:
+    """A copy's name: "Demo team (run 2)", "Demo team (fork of message 19)"; a copy of
+    a copy says only what it is itself."""
+    base = COPY_SUFFIX.sub("", name.strip()) or name.strip()
+    suffix = f" ({what})"
+    return base[: NAME_MAX - len(suffix)].rstrip() + suffix
+
+
 def _slug_check(slug: str, name: str, source: Team) -> None:
     """Refuse a slug the copy cannot have, before any file is copied."""
     validated(Team(slug=slug, name=name, goal=source.goal, plan=source.plan, phases=source.phases))
@@ -174,7 +192,10 @@ def team_clone(*, team: Team, slug: str, name: str | None = None, user=None) -> 
     A slug that is invalid (InvalidInput) or taken (Conflict), both on the field
     "slug", stores nothing."""
     slug = (slug or "").strip()
-    name = team.name if name is None or not name.strip() else name.strip()
+    if name is None or not name.strip():
+        numbered = NUMBERED.match(slug)
+        name = copy_name(team.name, f"run {numbered['n']}" if numbered else "run again")
+    name = name.strip()
     services.text_check(name, field="name")
     _slug_check(slug, name, team)
     staging, copied = _stage_workspace(team)
@@ -205,14 +226,27 @@ def _clone_rows(source: Team, *, slug: str, name: str, user, copied: dict[str, i
         max_turns=source.max_turns,
         max_cost_usd=source.max_cost_usd,
     )
+    for field in team_state.TEAM_SETTINGS:
+        setattr(clone, field, getattr(source, field))
+    clone.save()
     clone.managers.set(source.managers.all())
+    clone.consultants.set(source.consultants.all())
     if user is not None and not user.is_superuser:
         clone.managers.add(user)
+    by_superuser = user is None or user.is_superuser  # None: an operator's command
+    mcp_servers.mcp_servers_copy(source=source, target=clone, by_superuser=by_superuser)
     agents = {}
+    first = clone.phase
     for agent in source.agents.order_by("position", "id"):
-        agents[agent.id] = Agent.objects.create(
-            team=clone, **{field: getattr(agent, field) for field in AGENT_COPIED}
-        )
+        values = {field: getattr(agent, field) for field in team_state.AGENT_SETTINGS}
+        if agent.trajectory_phase == first and agent.trajectory:
+            values.update({level: getattr(agent, level) for level in team_state.AGENT_HIERARCHY})
+        else:  # another phase's intent: the copy begins its first phase as Loom does
+            values.update(
+                trajectory=hierarchy.phase_trajectory(team=clone, role=agent.role, phase=first),
+                trajectory_phase=first,
+            )
+        agents[agent.id] = Agent.objects.create(team=clone, **values)
     changed_by = f"run again from {source.slug}"[:60]
     for anchor in Anchor.objects.filter(team=source).order_by("key"):
         # Who pinned it, and when, read the same in the clone (an agent's anchor names
@@ -253,8 +287,13 @@ def made_message(*, team: Team, source: Team | str) -> str:
         files = len(_files_of(workspace.workspace_root(team))[0])
     except _TooBig:
         files = MAX_COPY_FILES
-    return (
+    said = (
         f"Made team {team.slug!r} from {source_slug!r}: "
         f"{_count(team.agents.count(), 'agent')}, {_count(team.anchors.count(), 'anchor')}, "
         f"{_count(files, 'workspace file')}."
     )
+    if not isinstance(source, str):
+        stripped = mcp_servers.mcp_servers_stripped(source=source, copy=team)
+        if stripped:
+            said += " " + mcp_servers.WITHOUT_VARIABLES.format(names=", ".join(stripped))
+    return said

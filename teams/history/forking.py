@@ -1,31 +1,37 @@
 """Fork a team: a new idle team holding the original's state as of one point of its
 run (a message, or a turn's end), to change one thing there and go again.
 
-The point is a message of the team (`at_message`: everything up to and including
-it) or a turn (`at_turn`: up to its last message). A point inside a turn that had not
+The point is a message of the team (`at_message`, its id: everything up to and
+including it) or a turn (`at_turn`: up to its last message). People read a point as
+"message N", N its place among the messages the pages show (teams.selectors.SHOWN),
+the numbering of the live view and the compare page. A point inside a turn that had not
 finished (an agent was mid-turn: its tool calls had written messages, files or
 queries, but not its end) moves back to the last finished turn before it, so the
 fork never holds half a turn; `Point.label` says where the fork really is.
 
-The fork holds, as of that point: the conversation and the inboxes (authors and
-times kept, ids new), the finished turns with their steps (their numbers kept), the
-phase and the phase summaries, the plan (the summaries of later phases taken out),
-the queries with their state then (answered, expired, or still open), the keepers and
-their entries, the PM requests (answered then, or open), the anchors (each with a
-revision saying "forked from <slug> at <point>"), the workspace files at their
-revision then (teams.files.revisions; the revisions before it come along, sharing their
-content), the agents (settings, hierarchy, counters as of then) and the team's
-settings and MCP servers (a PM's fork gets a server without the host's variables
-it was given: teams.integrations.mcp_servers.mcp_servers_copy). The copied turns'
-count and cost are kept apart (`copied_turns`, `copied_spent_usd`): `spent_usd` is
-what the fork itself spends; turn numbers go on from the copied ones, and the turn
+What it holds and leaves out follows the one list of a team's state,
+teams.history.team_state. As of that point: the conversation and the inboxes (authors
+and times kept, ids new), the finished turns with their steps (their numbers kept) and
+consultations, the phase and the phase summaries, the plan (the summaries of later
+phases taken out), the queries with their state then (answered, expired, or still
+open; the messages, steps and keepers that cite a query cite the fork's copy of it),
+the keepers and their entries, the PM requests (answered then, or open), the anchors
+(with those the PM pinned before the next message, such as an answer pinned as an
+anchor; each with a revision saying "forked from <slug> at <point>"), the workspace
+files at their revision then (teams.files.revisions; the revisions before it come
+along, sharing their content), the agents (settings, hierarchy, counters as of then),
+the team's settings (budgets, tool access and approvals, phase guide, stuck checks),
+managers, consultants and MCP servers (a PM's fork gets a server without the host's
+variables it was given: teams.integrations.mcp_servers.mcp_servers_copy). The copied
+turns' count and cost are kept apart (`copied_turns`, `copied_spent_usd`): `spent_usd`
+is what the fork itself spends; turn numbers go on from the copied ones, and the turn
 budget counts them.
 
 What is not recorded over time is taken as it is now: an agent's mesh hierarchy
-when the fork is in the phase its trajectory is for (in an earlier phase it is
-cleared, and Loom declares it afresh on the agent's next turn), its violations.
-Consultations, model calls, tokens and webhooks are not copied. A file with no
-recorded revision (written before revisions were kept) is not copied.
+when the fork is in the phase its trajectory is for (otherwise Loom declares the
+fork's phase's trajectory, as it does when a phase begins), its violations. Model
+calls, live events, tokens and webhooks are not copied (team_state says why). A file
+with no recorded revision (written before revisions were kept) is not copied.
 
 Nothing of the original changes. Edits (goal, plan, anchors, the text of the message
 forked at) are applied to the fork before it is returned, in the same transaction:
@@ -38,22 +44,24 @@ import re
 import secrets
 import shutil
 from dataclasses import dataclass
-from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 
 from django.db import transaction
-from django.db.models import Max, Min, Q
+from django.db.models import Q
 
-from teams import services
-from teams.errors import Conflict, InvalidInput, NotFound
+from teams import selectors, services
+from teams.conversation import hierarchy
+from teams.errors import Conflict, InvalidInput
 from teams.files import revisions, workspace
-from teams.history import cloning
+from teams.history import cloning, team_state
+from teams.history.fork_points import Point, fork_point, start_point
 from teams.integrations import mcp_servers
 from teams.models import (
     Agent,
     Anchor,
     AnchorRevision,
+    Consultation,
     FileRevision,
     Keeper,
     KeeperEntry,
@@ -66,32 +74,33 @@ from teams.models import (
     WorkspaceFile,
 )
 
-FINISHED = (Turn.Status.DONE, Turn.Status.FAILED, Turn.Status.CANCELLED)
-TEAM_SETTINGS = (
-    "goal",
-    "phases",
-    "max_turns",
-    "max_cost_usd",
-    "tool_approvals",
-    "phase_guide",
-    "tool_access",
-    "max_anchors",
-    "anchor_value_limit",
+AGENT_FIELDS = (
+    *team_state.AGENT_SETTINGS,
+    *team_state.AGENT_HIERARCHY,
+    "context_updates",
+    "violations",
 )
-AGENT_FIELDS = (*cloning.AGENT_COPIED, "context_updates", "violations")
+CONSULTATION_FIELDS = (
+    "profile_id",
+    "batch",
+    "prompt",
+    "task_type",
+    "relevant_files",
+    "focus_areas",
+    "context",
+    "custom_prompt",
+    "status",
+    "output",
+    "flagged_files",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "duration_seconds",
+    "error",
+)
 SUMMARY_HEAD = re.compile(r"^\[Phase (?P<phase>.+?) complete\] ", re.S)
 RECORD_LINES = ("The PM said: ", "Anchors pinned: ", "Files written: ")
-
-
-@dataclass(frozen=True)
-class Point:
-    """Where a fork is: up to message id `message_id` (0: before any), at `at`."""
-
-    message_id: int
-    at: datetime | None
-    label: str  # "message 12", "turn 5", "the start"
-    turn_ids: frozenset[int]  # the finished turns it includes
-    moved_back: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,97 +109,6 @@ class Edits:
     plan: str | None = None
     anchors: dict | None = None  # key -> new value, or None to delete
     message: str | None = None
-
-
-# --- the point ---------------------------------------------------------------------
-
-
-def _newest_id(team: Team, upto: int) -> int:
-    return Message.objects.filter(team=team, id__lte=upto).aggregate(n=Max("id"))["n"] or 0
-
-
-def _settle(team: Team, message_id: int, label: str, *, moved: bool = False) -> Point:
-    """Move the point back until no turn is cut in half by it."""
-    while True:
-        mine = Message.objects.filter(team=team, id__lte=message_id, turn__isnull=False)
-        touched = set(mine.values_list("turn_id", flat=True).distinct())
-        later = set(
-            Message.objects.filter(team=team, id__gt=message_id, turn_id__in=touched)
-            .values_list("turn_id", flat=True)
-            .distinct()
-        )
-        unfinished = set(
-            Turn.objects.filter(pk__in=touched)
-            .exclude(status__in=FINISHED)
-            .values_list("pk", flat=True)
-        )
-        cut = later | unfinished
-        if not cut:
-            break
-        first = Message.objects.filter(turn_id__in=cut).aggregate(n=Min("id"))["n"]
-        message_id, moved = _newest_id(team, first - 1), True
-    at = Message.objects.filter(pk=message_id).values_list("created_at", flat=True).first()
-    included = frozenset(
-        Turn.objects.filter(team=team, status__in=FINISHED)
-        .filter(Q(messages__id__lte=message_id) | Q(messages__isnull=True, finished_at__lte=at))
-        .values_list("pk", flat=True)
-        .distinct()
-        if at is not None
-        else []
-    )
-    if moved:
-        label = f"{label} (moved back to the last finished turn before it)"
-    return Point(message_id, at, label, included, moved)
-
-
-def fork_point(team: Team, *, at_message: int | None = None, at_turn: int | None = None) -> Point:
-    """The point `at_message` or `at_turn` (one of them) names in `team`'s run; NotFound
-    when the team has no such message or turn, InvalidInput when it is another team's
-    or both or neither are given."""
-    if (at_message is None) == (at_turn is None):
-        raise InvalidInput(
-            "Fork at one point: give at_message (a message id) or at_turn (a turn id).",
-            field="at_message",
-        )
-    if at_message is not None:
-        message = Message.objects.filter(pk=at_message).only("team_id").first()
-        if message is None:
-            raise NotFound(f"Team {team.slug!r} has no message {at_message}.")
-        if message.team_id != team.pk:
-            raise InvalidInput(
-                f"Message {at_message} is not in team {team.slug!r}: fork a team at one of "
-                "its own messages.",
-                field="at_message",
-            )
-        return _settle(team, message.pk, f"message {message.pk}")
-    turn = Turn.objects.filter(pk=at_turn).first()
-    if turn is None:
-        raise NotFound(f"Team {team.slug!r} has no turn {at_turn}.")
-    if turn.team_id != team.pk:
-        raise InvalidInput(
-            f"Turn {at_turn} is not in team {team.slug!r}: fork a team at one of its own turns.",
-            field="at_turn",
-        )
-    label = f"turn {turn.number}"
-    own = Message.objects.filter(turn=turn).aggregate(first=Min("id"), last=Max("id"))
-    if turn.status in FINISHED:
-        last = own["last"]
-        if last is None:
-            last = (
-                Message.objects.filter(team=team, created_at__lte=turn.finished_at).aggregate(
-                    n=Max("id")
-                )["n"]
-                or 0
-            )
-        return _settle(team, last, label)
-    before = (own["first"] or (turn.snapshot_message_id or 0) + 1) - 1
-    return _settle(team, _newest_id(team, before), label, moved=True)
-
-
-def start_point(team: Team) -> Point:
-    """Before anything happened: no message, no turn (what a replay starts from)."""
-    first = Turn.objects.filter(team=team).order_by("id").first()
-    return Point(0, first.queued_at if first else None, "the start", frozenset())
 
 
 # --- the fork ----------------------------------------------------------------------
@@ -271,7 +189,9 @@ def team_fork(
             field="message",
         )
     slug = (slug or "").strip()
-    name = team.name if name is None or not name.strip() else name.strip()
+    if name is None or not name.strip():
+        name = cloning.copy_name(team.name, f"fork of {point.label.split(' (')[0]}")
+    name = name.strip()
     services.text_check(name, field="name")
     cloning._slug_check(slug, name, team)
     staging, files = _stage_files(point, team)
@@ -315,7 +235,7 @@ def _fork_rows(source: Team, point: Point, *, slug, name, user, files) -> Team:
         max_turns=source.max_turns,
         max_cost_usd=source.max_cost_usd,
     )
-    for field in TEAM_SETTINGS:
+    for field in team_state.TEAM_SETTINGS:
         setattr(fork, field, getattr(source, field))
     fork.phase_index = min(summaries, len(source.phases) - 1)
     fork.forked_from = source
@@ -331,9 +251,9 @@ def _fork_rows(source: Team, point: Point, *, slug, name, user, files) -> Team:
     mcp_servers.mcp_servers_copy(source=source, target=fork, by_superuser=by_superuser)
 
     agents = _fork_agents(source, fork, turns, files)
-    turn_map = _fork_turns(fork, turns, agents)
-    query_map = _fork_queries(source, fork, point, agents)
-    message_map = _fork_messages(fork, messages, agents, turn_map, query_map)
+    query_map, rekey = _fork_queries(source, fork, point, agents)
+    turn_map = _fork_turns(fork, turns, agents, rekey)
+    message_map = _fork_messages(fork, messages, agents, turn_map, query_map, rekey)
     # A turn's snapshot is the newest message it read: the fork's copy of it.
     for old, new in turn_map.items():
         snapshot = next((t.snapshot_message_id for t in turns if t.pk == old), None)
@@ -342,8 +262,9 @@ def _fork_rows(source: Team, point: Point, *, slug, name, user, files) -> Team:
             Turn.objects.filter(pk=new.pk).update(
                 snapshot_message_id=message_map[max(kept)] if kept else 0
             )
-    _fork_keepers(source, fork, point, agents, message_map)
-    _fork_pm_requests(source, fork, point, agents, turn_map)
+    _fork_keepers(source, fork, point, agents, message_map, rekey)
+    _fork_pm_requests(source, fork, point, agents, turn_map, rekey)
+    _fork_consultations(source, fork, agents, turn_map)
     _fork_anchors(source, fork, point)
     _fork_files(source, fork, point, files, agents, turn_map)
     return fork
@@ -356,10 +277,6 @@ def _fork_agents(source: Team, fork: Team, turns: list[Turn], files) -> dict[int
         own = [t for t in turns if t.agent_id == agent.pk]
         done = [t for t in own if t.status == Turn.Status.DONE]
         values = {field: getattr(agent, field) for field in AGENT_FIELDS}
-        if agent.trajectory_phase == phase and own:
-            values["trajectory_phase"] = phase
-        else:  # the hierarchy of a later phase: Loom declares this one afresh
-            values.update(trajectory="", tactic="", action="", trajectory_phase="")
         values["turns"] = len(done)
         values["last_context_update_turn"] = min(agent.last_context_update_turn, len(done))
         values["drift_score"] = next(
@@ -368,13 +285,25 @@ def _fork_agents(source: Team, fork: Team, turns: list[Turn], files) -> dict[int
         values["files_touched"] = [p for p in agent.files_touched if p in files]
         if not turns:  # the start: nothing has happened to any agent yet
             values.update(context_updates=0, violations=0)
+        if agent.trajectory_phase != phase or not own:
+            # Another phase's hierarchy: the fork's agent begins its phase as Loom
+            # begins one (hierarchy.agent_phase_begin), so its drift card never shows
+            # another phase's intent, and its next turn reads what the original's did.
+            values.update(
+                trajectory=hierarchy.phase_trajectory(team=fork, role=agent.role, phase=phase),
+                tactic="",
+                action="",
+                trajectory_phase=phase,
+                context_updates=values["context_updates"] + 1,
+                last_context_update_turn=len(done),
+            )
         agents[agent.pk] = Agent.objects.create(
             team=fork, name=agent.name, **{k: v for k, v in values.items() if k != "name"}
         )
     return agents
 
 
-def _fork_turns(fork: Team, turns: list[Turn], agents) -> dict[int, Turn]:
+def _fork_turns(fork: Team, turns: list[Turn], agents, rekey) -> dict[int, Turn]:
     made = {}
     for turn in turns:
         copy = Turn.objects.create(
@@ -409,7 +338,7 @@ def _fork_turns(fork: Team, turns: list[Turn], agents) -> dict[int, Turn]:
                 index=step.index,
                 kind=step.kind,
                 tool_name=step.tool_name,
-                content=step.content,
+                content=rekey(step.content),
                 ends_turn=step.ends_turn,
                 end_reason=step.end_reason,
                 request=step.request,
@@ -424,12 +353,33 @@ def _fork_turns(fork: Team, turns: list[Turn], agents) -> dict[int, Turn]:
     return made
 
 
-def _fork_queries(source: Team, fork: Team, point: Point, agents) -> dict[int, Query]:
+def _rekeyer(keys: dict[str, str]):
+    """A function that writes each copied query's new key where its old one was, in a
+    text or in the texts of a JSON value (a step's content blocks)."""
+    if not keys:
+        return lambda value: value
+    pattern = re.compile("|".join(re.escape(old) for old in keys))
+
+    def rekey(value):
+        if isinstance(value, str):
+            return pattern.sub(lambda found: keys[found[0]], value)
+        if isinstance(value, list):
+            return [rekey(item) for item in value]
+        if isinstance(value, dict):
+            return {name: rekey(item) for name, item in value.items()}
+        return value
+
+    return rekey
+
+
+def _fork_queries(source: Team, fork: Team, point: Point, agents):
+    """The queries as of the point, and the rekeyer of the texts that cite them."""
     made = {}
     if point.at is None:
-        return made
+        return made, _rekeyer({})
     asked = Message.objects.filter(team=source, id__lte=point.message_id, query__isnull=False)
     ids = set(asked.values_list("query_id", flat=True))
+    keys: dict[str, str] = {}
     for query in Query.objects.filter(team=source, created_at__lte=point.at).order_by("id"):
         if query.pk not in ids and query.origin_id is not None:
             continue  # asked by a turn the fork does not hold
@@ -462,11 +412,12 @@ def _fork_queries(source: Team, fork: Team, point: Point, agents) -> dict[int, Q
         )
         copy.created_at = query.created_at
         made[query.pk] = copy
+        keys[query.key] = copy.key
     Query.objects.bulk_update(list(made.values()), ["created_at"])
-    return made
+    return made, _rekeyer(keys)
 
 
-def _fork_messages(fork, messages, agents, turn_map, query_map) -> dict[int, int]:
+def _fork_messages(fork, messages, agents, turn_map, query_map, rekey) -> dict[int, int]:
     copies = Message.objects.bulk_create(
         Message(
             team=fork,
@@ -475,7 +426,7 @@ def _fork_messages(fork, messages, agents, turn_map, query_map) -> dict[int, int
             recipient=agents.get(m.recipient_id),
             kind=m.kind,
             phase=m.phase,
-            content=m.content,
+            content=rekey(m.content),
             turn=turn_map.get(m.turn_id),
             query=query_map.get(m.query_id),
         )
@@ -489,7 +440,7 @@ def _fork_messages(fork, messages, agents, turn_map, query_map) -> dict[int, int
     return {m.pk: c.pk for m, c in zip(messages, copies, strict=True)}
 
 
-def _fork_keepers(source, fork, point, agents, message_map) -> None:
+def _fork_keepers(source, fork, point, agents, message_map, rekey) -> None:
     if point.at is None:
         return
     for keeper in Keeper.objects.filter(team=source, created_at__lte=point.at).order_by("id"):
@@ -509,13 +460,13 @@ def _fork_keepers(source, fork, point, agents, message_map) -> None:
                 message_id=message_map.get(e.message_id),
                 position=e.position,
                 role=e.role,
-                content=e.content,
+                content=rekey(e.content),
             )
             for e in entries
         )
 
 
-def _fork_pm_requests(source, fork, point, agents, turn_map) -> None:
+def _fork_pm_requests(source, fork, point, agents, turn_map, rekey) -> None:
     if point.at is None:
         return
     rows = PMRequest.objects.filter(team=source, created_at__lte=point.at).order_by("id")
@@ -528,7 +479,7 @@ def _fork_pm_requests(source, fork, point, agents, turn_map) -> None:
             team=fork,
             agent=agents.get(request.agent_id),
             turn=turn_map.get(request.turn_id),
-            question=request.question,
+            question=rekey(request.question),
             kind=request.kind,
             budget=request.budget,
             status=request.status if answered else PMRequest.Status.CANCELLED,
@@ -549,15 +500,44 @@ def _fork_pm_requests(source, fork, point, agents, turn_map) -> None:
         PMRequest.objects.filter(pk=open_one.pk).update(status=PMRequest.Status.OPEN)
 
 
+def _fork_consultations(source, fork, agents, turn_map) -> None:
+    """The consultations of the copied turns, as the consultations panel showed them."""
+    rows = Consultation.objects.filter(team=source, turn_id__in=list(turn_map)).order_by("id")
+    for row in rows:
+        copy = Consultation.objects.create(
+            team=fork,
+            agent=agents.get(row.agent_id),
+            turn=turn_map[row.turn_id],
+            **{field: getattr(row, field) for field in CONSULTATION_FIELDS},
+        )
+        Consultation.objects.filter(pk=copy.pk).update(created_at=row.created_at)
+
+
+def _next_message_at(source: Team, point: Point):
+    """When the message after the point was written (None: there is none)."""
+    return (
+        Message.objects.filter(team=source, id__gt=point.message_id)
+        .order_by("id")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+
+
 def _fork_anchors(source: Team, fork: Team, point: Point) -> None:
+    names = set(source.agents.values_list("name", flat=True))
     history = AnchorRevision.objects.filter(team=source)
     if point.at is not None:
-        history = history.filter(created_at__lte=point.at)
+        # The PM's own changes belong to the point up to the next message: an answer
+        # pinned as an anchor is saved just after the answer's message.
+        by_pm = ~Q(changed_by__in=names)
+        after = _next_message_at(source, point)
+        if after is not None:
+            by_pm &= Q(created_at__lt=after)
+        history = history.filter(Q(created_at__lte=point.at) | by_pm)
     latest: dict[str, AnchorRevision] = {}
     for revision in history.order_by("id"):
         latest[revision.key] = revision
     now = {a.key: a for a in Anchor.objects.filter(team=source)}
-    names = set(source.agents.values_list("name", flat=True))
     changed_by = _changed_by(source, point)
     for key, revision in sorted(latest.items()):
         if revision.deleted:
@@ -644,12 +624,19 @@ def _apply(fork: Team, edits: Edits, point: Point) -> None:
         last.save(update_fields=["content"])
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def made_message(fork: Team) -> str:
-    """What the faces say of a fork."""
+    """What the faces say of a fork: its messages counted as the pages show them, and
+    what it left out."""
     source = fork.forked_from.slug if fork.forked_from else "?"
+    shown = Message.objects.filter(team=fork).filter(selectors.SHOWN).count()
     said = (
         f"Forked team {fork.slug!r} from {source!r} at {fork.forked_at}: "
-        f"{fork.messages.count()} messages, {fork.copied_turns} turns, phase {fork.phase}."
+        f"{_count(shown, 'message')}, {_count(fork.copied_turns, 'turn')}, "
+        f"phase {fork.phase}. Not copied: {'; '.join(team_state.left_out('fork'))}."
     )
     stripped = mcp_servers.mcp_servers_stripped(source=fork.forked_from, copy=fork)
     if stripped:

@@ -103,7 +103,7 @@ def team_live(request, slug):
             "budgets": budgets(team),
             "agent_budget_warnings": agent_budget_warnings(agents),
             "post_limit": HUMAN_TEXT_LIMIT,
-            "older_count": selectors.team_conversation(team=team).count() - len(transcript),
+            "older_count": transcript[0].number - 1 if transcript else 0,
             "pm_request": selectors.team_open_pm_request(team=team),
             "budget_choices": BUDGET_CHOICES,
             "approval_choices": APPROVAL_CHOICES,

@@ -35,7 +35,7 @@ def test_run_again_makes_an_idle_copy(root_api, team, agents):
     response = root_api.post("/teams/alpha/clone", {})
     assert response.status_code == 201, response.content
     body = response.json()
-    assert body["slug"] == "alpha-2" and body["name"] == "Alpha"
+    assert body["slug"] == "alpha-2" and body["name"] == "Alpha (run 2)"
     assert body["status"] == "idle" and body["actions"] == ["start"]
     assert body["goal"] == "Ship the parser." and body["workspace"] == ""
     assert [a["name"] for a in body["agents"]] == ["coach", "researcher", "coder", "reviewer"]

@@ -12,14 +12,16 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from teams import services
-from teams.conversation import keepers, pm_requests, questions
+from teams.conversation import hierarchy, keepers, pm_requests, questions
 from teams.errors import Conflict, InvalidInput
 from teams.files import workspace
-from teams.history import cloning
+from teams.history import cloning, team_state
 from teams.models import (
     Agent,
     AnchorRevision,
+    ConsultantProfile,
     Keeper,
+    McpServer,
     Message,
     PMRequest,
     Query,
@@ -98,7 +100,7 @@ def test_the_copy_is_what_the_team_is_and_none_of_what_happened(lived, pm):
     clone.refresh_from_db()
     assert clone.status == Team.Status.IDLE and clone.phase_index == 0
     assert (clone.turn_count, clone.spent_usd) == (0, Decimal("0"))
-    assert (clone.name, clone.goal, clone.plan) == (lived.name, lived.goal, lived.plan)
+    assert (clone.name, clone.goal, clone.plan) == ("Alpha (run 2)", lived.goal, lived.plan)
     assert clone.phases == ["design", "build"]
     assert (clone.max_turns, clone.max_cost_usd) == (40, Decimal("2.5000"))
     assert list(clone.managers.all()) == [pm]
@@ -110,11 +112,10 @@ def test_the_copy_is_what_the_team_is_and_none_of_what_happened(lived, pm):
     coder = clone.agents.get(name="coder")
     assert coder.model == "claude-sonnet-4-5" and coder.role_prompt == "Write small functions."
     assert coder.context_budget_tokens == 50_000
-    assert (coder.trajectory, coder.tactic, coder.action) == (
-        "Ship the parser.",
-        "Tests first.",
-        "Writing the lexer.",
-    )
+    # The source's intent was for another phase: the copy begins its first phase with
+    # the trajectory Loom declares, never the old run's text.
+    assert (coder.trajectory_phase, coder.tactic, coder.action) == ("design", "", "")
+    assert coder.trajectory == hierarchy.phase_trajectory(team=clone, role="coder", phase="design")
     fresh = (0, 0, 0, [], 0, 0)
     for agent in clone.agents.all():
         counters = (
@@ -374,3 +375,55 @@ def test_the_copy_keeps_each_agents_own_cost_budget(team, agents):
     clone = cloning.team_clone(team=team, slug="alpha-2")
     assert clone.agents.get(name="coder").max_cost_usd == Decimal("0.5000")
     assert clone.agents.get(name="coach").max_cost_usd is None
+
+
+def test_the_copy_keeps_every_setting_the_mcp_servers_and_the_consultants(lived):
+    """Run again copies what the team is set up with: a rerun of the demo still asks
+    the PM before its MCP tool, and its agents still may consult."""
+    Team.objects.filter(pk=lived.pk).update(
+        tool_approvals={"write_file": "ask"},
+        tool_access={"read_file": {"roles": ["coder"], "phases": []}},
+        phase_guide={"design": {"produce": "a sketch"}},
+        max_exchanges=3,
+        max_pass_rounds=2,
+        max_phase_turns=9,
+        max_anchors=7,
+        anchor_value_limit=500,
+    )
+    lived.refresh_from_db()
+    server = McpServer.objects.create(
+        team=lived,
+        name="notes",
+        transport="stdio",
+        command=["python", "-m", "notes"],
+        approval="ask",
+        tools=[{"name": "search", "description": "Search.", "input_schema": {}}],
+    )
+    profile = ConsultantProfile.objects.create(name="second", model="loom-offline")
+    lived.consultants.add(profile)
+
+    clone = cloning.team_clone(team=lived, slug="alpha-2")
+
+    for field in team_state.TEAM_SETTINGS:
+        assert getattr(clone, field) == getattr(lived, field), field
+    copied = clone.mcp_servers.get()
+    assert (copied.name, copied.command, copied.approval, copied.tools) == (
+        "notes",
+        ["python", "-m", "notes"],
+        "ask",
+        server.tools,
+    )
+    assert list(clone.consultants.all()) == [profile]
+
+
+def test_copies_are_named_for_what_they_are(lived):
+    second = cloning.team_clone(team=lived, slug=cloning.next_free_slug(lived.slug))
+    third = cloning.team_clone(team=second, slug=cloning.next_free_slug(second.slug))
+    named = cloning.team_clone(team=lived, slug="mine", name="My copy")
+    unnumbered = cloning.team_clone(team=lived, slug="other")
+    assert [second.name, third.name, named.name, unnumbered.name] == [
+        "Alpha (run 2)",
+        "Alpha (run 3)",
+        "My copy",
+        "Alpha (run again)",
+    ]

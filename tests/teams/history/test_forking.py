@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from teams import services
-from teams.conversation import keepers, questions
+from teams import selectors, services
+from teams.conversation import hierarchy, keepers, pm_requests, questions
 from teams.errors import InvalidInput, NotFound
 from teams.files import workspace
-from teams.history import forking
+from teams.history import forking, team_state
 from teams.models import (
+    Agent,
     Anchor,
     AnchorRevision,
     FileBlob,
@@ -129,18 +130,24 @@ def test_a_fork_holds_exactly_the_state_as_of_the_message(run):
 
     assert original_rows(team) == before  # the original, byte for byte
     assert fork.status == Team.Status.IDLE
-    assert (fork.forked_from, fork.forked_at) == (team, f"message {point.pk}")
+    number = team.messages.filter(selectors.SHOWN, id__lte=point.pk).count()
+    assert number == 6  # the place the pages show it at, never its id
+    assert (fork.forked_from, fork.forked_at) == (team, "message 6")
+    assert fork.name == "Alpha (fork of message 6)"
     assert fork.phase == "planning"
     # The conversation and inboxes up to the point: authors, kinds and times kept.
+    # A query's id reads the same in the fork's messages as in its questions panel.
+    copied = Query.objects.get(team=fork)
     mine = list(team.messages.filter(id__lte=point.pk).order_by("id"))
     theirs = list(fork.messages.order_by("id"))
     assert [(m.speaker, m.kind, m.content, m.created_at) for m in theirs] == [
-        (m.speaker, m.kind, m.content, m.created_at) for m in mine
+        (m.speaker, m.kind, m.content.replace(query.key, copied.key), m.created_at) for m in mine
     ]
+    assert any(copied.key in m.content for m in theirs)
+    assert not any(query.key in m.content for m in theirs)
     assert not {m.pk for m in theirs} & {m.pk for m in mine}  # ids new
     assert theirs[-1].content == "This is where it turned."
     # The query still pending, the first keeper (not the later one) with its entries.
-    copied = Query.objects.get(team=fork)
     assert (copied.question, copied.status, copied.answer) == ("Which grammar?", "open", "")
     assert copied.key != query.key and copied.target.team == fork
     assert list(fork.keepers.values_list("topic", flat=True)) == ["early"]
@@ -153,7 +160,7 @@ def test_a_fork_holds_exactly_the_state_as_of_the_message(run):
         "lang": "Python",
     }
     assert set(AnchorRevision.objects.filter(team=fork).values_list("changed_by", flat=True)) == {
-        f"forked from alpha at message {point.pk}"
+        "forked from alpha at message 6"
     }
     # Three files at their revision then, on disk and in the rows.
     root = workspace.workspace_root(fork)
@@ -269,7 +276,8 @@ def test_a_point_inside_an_unfinished_turn_moves_back_to_the_last_finished_one(r
         turn=running,
     )
     fork = forking.team_fork(team=team, slug="alpha-back", at_message=inside.pk)
-    assert fork.forked_at == f"message {inside.pk} (moved back to the last finished turn before it)"
+    shown = selectors.message_number(team=team, message_id=inside.pk)
+    assert fork.forked_at == f"message {shown} (moved back to the last finished turn before it)"
     assert fork.messages.order_by("id").last().content == before.content
     assert not Turn.objects.filter(team=fork, agent__name="coder").exists()
 
@@ -282,3 +290,51 @@ def test_a_fork_at_a_turn_ends_with_that_turn(run):
     assert fork.messages.order_by("id").last().content == "Let us plan."
     assert not fork.anchors.exists() and not Path(workspace.default_root(fork)).exists()
     assert Anchor.objects.filter(team=team).count() == 1  # the original keeps its own
+
+
+def test_a_fork_at_the_pms_answer_keeps_the_anchor_it_pinned(run):
+    team, agents, *_ = run
+    request = pm_requests.pm_request_open(team=team, agent=agents["coach"], question="Scope?")
+    pm_requests.pm_request_answer(request_id=request.pk, answer="Parser only.", pin_as="scope")
+    answer = team.messages.filter(kind=Message.Kind.PM).latest("id")
+    services.message_add(team=team, content="Noted.", author=agents["coach"])
+
+    fork = forking.team_fork(team=team, slug="alpha-answer", at_message=answer.pk)
+
+    pinned = fork.anchors.get(key="scope")
+    assert (pinned.value, pinned.source_text()) == ("Parser only.", "the PM's answer in planning")
+    assert fork.pm_requests.get().answer == "Parser only."
+
+
+def test_a_fork_keeps_the_teams_settings_and_each_agents_intent_for_its_phase(run):
+    team, agents, *_, point, _ = run
+    Team.objects.filter(pk=team.pk).update(
+        tool_approvals={"write_file": "ask"}, max_exchanges=2, max_phase_turns=5
+    )
+    Agent.objects.filter(pk=agents["coach"].pk).update(
+        trajectory="Plan the parser.", tactic="Small steps.", trajectory_phase="planning"
+    )
+    Agent.objects.filter(pk=agents["coder"].pk).update(
+        trajectory="Write the code.", tactic="Tests first.", trajectory_phase="implementation"
+    )
+    team.refresh_from_db()
+
+    fork = forking.team_fork(team=team, slug="alpha-set", at_message=point.pk)
+
+    for field in team_state.TEAM_SETTINGS:
+        assert getattr(fork, field) == getattr(team, field), field
+    coach, coder = fork.agents.get(name="coach"), fork.agents.get(name="coder")
+    assert (coach.trajectory, coach.tactic) == ("Plan the parser.", "Small steps.")
+    # The coder's intent was for a later phase: it starts the fork's phase as Loom
+    # begins one, so its drift card never shows the implementation's text.
+    assert (coder.trajectory_phase, coder.tactic) == ("planning", "")
+    assert coder.trajectory == hierarchy.phase_trajectory(team=fork, role="coder", phase="planning")
+
+
+def test_what_a_fork_made_is_counted_as_the_page_shows_and_says_what_it_left_out(run):
+    team, agents, *_, point, _ = run
+    fork = forking.team_fork(team=team, slug="alpha-said", at_message=point.pk)
+    assert forking.made_message(fork) == (
+        "Forked team 'alpha-said' from 'alpha' at message 6: 6 messages, 1 turn, phase "
+        "planning. Not copied: " + "; ".join(team_state.left_out("fork")) + "."
+    )
