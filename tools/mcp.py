@@ -9,10 +9,10 @@ import inspect
 import re
 from typing import Any, ClassVar
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict
 
 from teams.integrations.mcp_servers import SEPARATOR, mcp_offered_tools
+from teams.lib import tool_schemas
 from teams.models import ApprovalPolicy, McpServer, Team
 from tools.base import Tool, ToolContext, ToolResult
 
@@ -59,14 +59,12 @@ class McpTool(Tool):
     def run(self, params: McpArguments, ctx: ToolContext) -> ToolResult:
         arguments = params.model_dump()
         try:
-            jsonschema.validate(arguments, self.schema)
-        except jsonschema.ValidationError as exc:
-            where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
-            text = f"Error: Invalid arguments for {self.name}: {where}: {exc.message}"
+            problem = tool_schemas.arguments_problem(arguments, self.schema)
+        except tool_schemas.SchemaUnusable as exc:
+            text = f"Error: {self.name} cannot be called: its input schema {exc}."
             return ToolResult(text, is_error=True)
-        except jsonschema.SchemaError:
-            text = f"Error: {self.name} has an unusable schema; it cannot be called."
-            return ToolResult(text, is_error=True)
+        if problem:
+            return ToolResult(f"Error: Invalid arguments for {self.name}: {problem}", True)
         server = McpServer.objects.filter(pk=self.server_id, team=ctx.team).first()
         if server is None or ctx.call_mcp is None:
             return ToolResult(f"Error: {self.name} is no longer available.", True)

@@ -22,7 +22,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from teams.errors import Conflict, InvalidInput, NotFound, PermissionDenied, integrity_as, validated
-from teams.lib import outbound
+from teams.lib import outbound, tool_schemas
 from teams.models import ENV_NAME_PATTERN, AgentRole, ApprovalPolicy, McpServer, Team
 from teams.stamps import RowsJson
 
@@ -368,16 +368,8 @@ def schema_problem(schema) -> str | None:
         return "its input schema is not JSON"
     if size > MAX_SCHEMA_CHARS:
         return f"its input schema has {size:,} characters, over the {MAX_SCHEMA_CHARS:,} allowed"
-    try:
-        from jsonschema.exceptions import SchemaError
-        from jsonschema.validators import validator_for
-    except ImportError:  # pragma: no cover - jsonschema comes with the MCP SDK
-        return None
-    try:
-        validator_for(schema).check_schema(schema)
-    except SchemaError as exc:
-        return f"its input schema is invalid: {exc.message[:200]}"
-    return None
+    problem = tool_schemas.schema_problem(schema)
+    return f"its input schema {problem}" if problem else None
 
 
 def listed_tools(*, server: McpServer, tools: list[dict]) -> list[dict]:
