@@ -38,6 +38,7 @@ DOMAIN_PACKAGES = (
     "teams.history",
     "teams.integrations",
     "teams.live",
+    "teams.evals",
 )
 MAX_TOP_LEVEL_MODULES = 12
 # Imports that break the layering today and are being removed (none may be added).

@@ -22,7 +22,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from teams.conversation import questions
-from teams.engine import loop
+from teams.engine import evals, loop
 from teams.live import events
 from teams.observability import health, telemetry
 from teams.run import turns
@@ -76,6 +76,15 @@ def run_claimed_turn(turn_id: int, worker: str = WORKER_ID):
     database connection killed, say) is no longer renewed, so the sweeper re-queues
     it once the lease runs out and the next attempt resumes from its steps."""
     close_old_connections()  # and a health check before the connection's first use
+    try:
+        return run_tracked_turn(turn_id, worker)
+    finally:
+        close_old_connections()  # closes it only when broken or past CONN_MAX_AGE
+
+
+def run_tracked_turn(turn_id: int, worker: str = WORKER_ID):
+    """Run one turn in this thread as it is, its lease renewed by the heartbeat while
+    it runs (an eval's driver runs turns so, on its own connection)."""
     with _running_lock:
         _running[turn_id] = worker
     try:
@@ -86,7 +95,6 @@ def run_claimed_turn(turn_id: int, worker: str = WORKER_ID):
     finally:
         with _running_lock:
             _running.pop(turn_id, None)
-        close_old_connections()  # closes it only when broken or past CONN_MAX_AGE
 
 
 def running_turns() -> dict[str, list[int]]:
@@ -197,8 +205,8 @@ def start_send_loop() -> asyncio.AbstractEventLoop:
 
 def sweep(now=None) -> dict:
     """Re-queue turns whose worker died (lease expired), re-wake queued turns whose
-    wake-up was lost, expire queries, restart stalled teams. Safe to run anywhere,
-    any number of times."""
+    wake-up was lost, expire queries, restart stalled teams, step the eval runs
+    started through the API. Safe to run anywhere, any number of times."""
     now = now or timezone.now()
     requeued, failed = turns.turns_requeue_abandoned(now)
     health.workers_forget_stale(now)
@@ -208,6 +216,7 @@ def sweep(now=None) -> dict:
         "rewoken": turns.turns_rewake_stale(now),
         "expired": questions.expire(now),
         "restarted": turns.teams_restart_stalled(),
+        "evals": evals.advance_all(),
     }
 
 

@@ -17,6 +17,8 @@ from teams.models.choices import (  # noqa: F401
     PLAN_LIMIT,
     SHORT_TEXT_LIMIT,
     AgentRole,
+    EvalCaseStatus,
+    EvalRunStatus,
     MessageKind,
     PMRequestStatus,
     QueryStatus,
@@ -48,6 +50,10 @@ from teams.models.conversation import (  # noqa: F401
     PMRequest,
     PMRequestKind,
     Query,
+)
+from teams.models.evals import (  # noqa: F401
+    EvalCase,
+    EvalRun,
 )
 from teams.models.files import (  # noqa: F401
     FileBlob,

@@ -194,3 +194,19 @@ def default_phases() -> list[str]:
 
 def new_query_key() -> str:
     return "q-" + uuid.uuid4().hex[:12]
+
+
+class EvalRunStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+
+
+class EvalCaseStatus(models.TextChoices):
+    """Where one case of an eval run stands: waiting for a slot, its team at work, its
+    team finished (every phase done), or stopped before the end (an unscripted PM
+    request, a budget reached, a turn that failed, the case's time up)."""
+
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    STOPPED = "stopped", "Stopped"

@@ -248,6 +248,7 @@ class ModelCall(models.Model):
 
     class Purpose(models.TextChoices):
         SMART_RETRIEVAL = "smart_retrieval", "Smart retrieval"
+        EVAL_JUDGE = "eval_judge", "Eval judge"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="model_calls")
     turn = models.ForeignKey(
