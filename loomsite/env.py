@@ -171,6 +171,17 @@ def _hosts(value: Any) -> Any:
     return hosts
 
 
+def _folders(value: Any) -> Any:
+    """A ":"-separated list of absolute folders (LOOM_SANDBOX_PATHS)."""
+    if not isinstance(value, str):
+        return value
+    folders = [f.strip() for f in value.split(":") if f.strip()]
+    for folder in folders:
+        if not folder.startswith("/"):
+            raise ValueError(f"lists {folder!r}, which is not an absolute path")
+    return folders
+
+
 def _origins(value: Any) -> Any:
     """A comma list of scheme://host[:port] origins, as CSRF_TRUSTED_ORIGINS wants."""
     if not isinstance(value, str):
@@ -304,6 +315,21 @@ class LoomEnv(BaseSettings):
     # server is marked unhealthy and its connection restarted).
     mcp_timeout: Annotated[float, EmptyIsUnset] = Field(
         60.0, ge=0.1, le=3600, validation_alias="LOOM_MCP_TIMEOUT"
+    )
+    # run_command's sandbox (teams.files.sandbox): the most seconds a command may run,
+    # the address space of each of its processes, commands one process runs at once,
+    # and folders shown read-only inside (a Node toolchain, say).
+    sandbox_timeout: Annotated[int, EmptyIsUnset] = Field(
+        300, ge=1, le=3600, validation_alias="LOOM_SANDBOX_TIMEOUT"
+    )
+    sandbox_memory_mb: Annotated[int, EmptyIsUnset] = Field(
+        1024, ge=64, le=65_536, validation_alias="LOOM_SANDBOX_MEMORY_MB"
+    )
+    sandbox_concurrency: Annotated[int, EmptyIsUnset] = Field(
+        2, ge=1, le=64, validation_alias="LOOM_SANDBOX_CONCURRENCY"
+    )
+    sandbox_paths: Annotated[list[str], NoDecode, BeforeValidator(_folders)] = Field(
+        [], validation_alias="LOOM_SANDBOX_PATHS"
     )
     # Turn leases: a running turn's lease lasts this many seconds and its worker renews
     # it every quarter of that (a heartbeat), so a dead worker's turn is re-queued by the

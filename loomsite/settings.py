@@ -149,6 +149,13 @@ LOOM_WEBHOOK_CONCURRENCY = loom_env.webhook_concurrency
 LOOM_OUTBOUND_ALLOW_PRIVATE = loom_env.outbound_allow_private
 # MCP servers (teams.engine.mcp_client): seconds a connection, listing or tool call may take.
 LOOM_MCP_TIMEOUT = loom_env.mcp_timeout
+# run_command's sandbox (teams.files.sandbox): the longest a command may run (seconds),
+# each process's address space (MB), commands one process runs at once, and folders
+# shown read-only inside.
+LOOM_SANDBOX_TIMEOUT = loom_env.sandbox_timeout
+LOOM_SANDBOX_MEMORY_MB = loom_env.sandbox_memory_mb
+LOOM_SANDBOX_CONCURRENCY = loom_env.sandbox_concurrency
+LOOM_SANDBOX_PATHS = loom_env.sandbox_paths
 # Turn leases and health (teams.run.turns, teams.observability.health): a running
 # turn's lease in seconds (renewed by its worker's heartbeat every quarter lease), a
 # model call's timeout, and the age of the oldest queued turn at which /healthz answers 503.

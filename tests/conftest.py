@@ -147,3 +147,25 @@ def mcp_http(loopback_allowed):
 
     with McpHttpServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def sandbox_toolchain(tmp_path_factory):
+    """One toolchain for the run's sandboxed commands (teams.files.toolchain), not one
+    per test's data folder."""
+    return tmp_path_factory.mktemp("sandbox") / "toolchain"
+
+
+@pytest.fixture
+def sandbox_ready(monkeypatch, sandbox_toolchain):
+    """Commands can run in a bwrap sandbox here; the test is skipped, saying why, where
+    bwrap cannot run (not Linux, user namespaces refused, root without a pids cgroup)."""
+    from teams.files import sandbox, toolchain
+
+    monkeypatch.setattr(toolchain, "toolchain_folder", lambda: sandbox_toolchain)
+    sandbox.forget()
+    reason = sandbox.sandbox_unavailable()
+    if reason:
+        pytest.skip(f"no sandbox on this host: {reason}")
+    yield
+    sandbox.forget()
