@@ -136,6 +136,17 @@ class Tool:
         return roles, lambda phase: True, "every phase"
 
     @classmethod
+    def refusal(cls, team: Team) -> str:
+        """Why this tool can do nothing for anyone on the team now (no consultant is
+        enabled; no sandbox on this host), or "" when it can. A tool whose use depends
+        on such a condition overrides it: the registry offers no tool that gives a
+        reason, and answers a call of one with it. Called once per team and process
+        while what the turn's claim stamps is unchanged (tools.registry.turn_toolset),
+        so it reads only what those stamps cover, or what never changes while the
+        process runs."""
+        return ""
+
+    @classmethod
     def unavailable_reason(cls, agent: Agent, team: Team) -> str:
         """Why `agent` may not use this tool now, or "" when it may."""
         roles, phase_allowed, phases = cls.access(team)

@@ -259,8 +259,22 @@ def _asked(params, result: ToolResult) -> str:
     return f'You asked {who} ({noun} {ids}): "{_short(params.prompt, 160)}"'
 
 
+class ConsultantTool(Tool):
+    """A tool that asks or reads the team's consultants: of use only while the team
+    has one enabled (read once per team row: the turn's claim stamps them)."""
+
+    @classmethod
+    def refusal(cls, team: Team) -> str:
+        if team is None or c.profiles_enabled(team, once=True):
+            return ""
+        return (
+            f"{cls.name} needs a consultant, and team {team.slug} has none enabled; a PM "
+            "can enable one in the admin (Consultant profiles)."
+        )
+
+
 @register
-class AskPeer(Tool):
+class AskPeer(ConsultantTool):
     name = "ask_peer"
     description = (
         "Ask another model for help as a peer engineer: planning, debugging, explaining, "
@@ -300,7 +314,7 @@ class AskMultiParams(PeerFields):
 
 
 @register
-class AskMulti(Tool):
+class AskMulti(ConsultantTool):
     name = "ask_multi"
     description = (
         "Ask several other models the same question at once and get their answers side "
@@ -364,7 +378,7 @@ class ReadConsultationParams(Params):
 
 
 @register
-class ReadConsultation(Tool):
+class ReadConsultation(ConsultantTool):
     name = "read_consultation"
     writes = False
     description = (

@@ -63,11 +63,16 @@ def get(name: str) -> type[Tool] | None:
 
 
 def team_tools(team) -> list[type[Tool]]:
-    """Every tool of a team: the built-in ones and its MCP servers' (`never` ones left
-    out: they are not offered at all)."""
+    """Every tool of a team that can do something for it now: the built-in ones and its
+    MCP servers' (`never` ones and those whose Tool.refusal gives a reason left out:
+    they are not offered at all)."""
     from tools.mcp import mcp_tools
 
-    builtin = [t for t in _load().values() if policy(t, team) != ApprovalPolicy.NEVER]
+    builtin = [
+        t
+        for t in _load().values()
+        if policy(t, team) != ApprovalPolicy.NEVER and not t.refusal(team)
+    ]
     return builtin + mcp_tools(team)
 
 
@@ -227,6 +232,10 @@ def state_refusal(tool: type[Tool], team: Team) -> str:
 
 
 def _execute(tool, name: str, arguments, ctx: ToolContext, allowed) -> ToolResult:
+    if tool is not None and allowed is not None and tool not in allowed:
+        refused = tool.refusal(ctx.team)
+        if refused:  # nobody on the team can use it now: not the agent's fault
+            return ToolResult(f"Error: {refused}", is_error=True)
     if tool is None or (allowed is not None and tool not in allowed):
         if tool is not None:  # its role or phase does not allow it: a violation (seed 004)
             hierarchy.agent_record_violation(agent=ctx.agent)

@@ -111,8 +111,13 @@ class TurnAdmin(TeamScopedAdmin):
     list_filter = ("status", "outcome", "purpose", "team")
     search_fields = ("agent__name", "team__slug", "error")
     list_select_related = ("team", "agent")
-    readonly_fields = (*(f.name for f in Turn._meta.fields), "duration")
+    readonly_fields = (*(f.name for f in Turn._meta.fields), "duration", "working_notes")
     inlines = (TurnStepInline,)
+
+    @admin.display(description="working notes")
+    def working_notes(self, obj):
+        """What the agent wrote beside its tool calls: not part of its message."""
+        return model_requests.turn_working_notes(obj) or "—"
 
     def changelist_view(self, request, extra_context=None):
         teams = selectors.teams_visible_to(user=request.user)

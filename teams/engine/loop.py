@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from django.db import InterfaceError, OperationalError, transaction
@@ -209,93 +209,137 @@ def execute(turn: Turn, worker: str) -> None:
     if turn.attempts == 1:
         prompt = _offload_when_over_budget(turn, prompt)
     tools, definitions = _turn_tools(agent, team, claimed)
-    ctx = tool_context(team=team, agent=agent, turn=turn, messages=prompt.snapshot)
-    messages = prompts.request_messages(prompt, cached=caches_prompts(turn.model))
-    last_model, replies, results, model_calls = _replay(steps, messages)
-    claimed = True  # the rows the claim read serve this attempt's first call
-    next_index = len(steps)
-    relay = _TextRelay(turn)
+    run = _Run(
+        turn=turn,
+        worker=worker,
+        prompt=prompt,
+        tools=tools,
+        definitions=definitions,
+        ctx=tool_context(team=team, agent=agent, turn=turn, messages=prompt.snapshot),
+        messages=prompts.request_messages(prompt, cached=caches_prompts(turn.model)),
+        resumed=bool(steps),
+        relay=_TextRelay(turn),
+    )
+    last_model, run.replies, results, run.model_calls = _replay(steps, run.messages)
+    run.next_index = len(steps)
     ended: TurnEnd | None = None
-    final_call = None  # the call that ended the turn, kept with its finish
-
     while True:
         if last_model is not None:
-            uses = [b for b in last_model if b.get("type") == "tool_use"]
-            if not uses:
+            if not any(b.get("type") == "tool_use" for b in last_model):
                 break
-            for use in uses:
-                if use["id"] in results:
-                    continue
-                record = partial(_record_tool_step, turn, next_index, use)
-                verdict = _approval(turn, tools, use, last_model, resumed=bool(steps))
-                if verdict.wait:  # no worker holds the turn while the PM decides
-                    relay.flush()
-                    turns.turn_wait(turn=turn, worker=worker)
-                    return
-                if verdict.result is not None:
-                    with transaction.atomic():
-                        record(verdict.result)
-                    results[use["id"]] = verdict.result
-                else:
-                    noted = partial(_noted, verdict.notice)
-                    tool = next((t for t in tools if t.name == use["name"]), None)
-                    with telemetry.tool_call(use, tool) as call:  # execute_tool <tool>
-                        results[use["id"]] = call.done(
-                            noted(
-                                registry.execute(
-                                    use["name"],
-                                    verdict.arguments,
-                                    ctx,
-                                    tools,
-                                    record=lambda result, record=record, noted=noted: record(
-                                        noted(result)
-                                    ),
-                                )
-                            )
-                        )
-                next_index += 1
-            messages.append({"role": "user", "content": _blocks(last_model, results)})
-            # The first call whose result ends the turn decides how it ends.
-            ended = next(
-                (results[u["id"]].ends_turn for u in uses if results[u["id"]].ends_turn), None
-            )
+            ended = _run_tool_calls(run, last_model, results)
+            if ended is _WAITING:
+                return
             results = {}
-            prompt = prompts.with_current_anchors(prompt, team)
-            if ended is None and model_calls >= MAX_STEPS:
-                ended = TurnEnd(Turn.Outcome.MESSAGE, f"step limit ({MAX_STEPS} model calls)")
             if ended is not None:
                 break
-        # What the model reads, kept with the step it answers (teams.history.model_requests).
-        request = {
-            "model": turn.model,
-            "max_tokens": DEFAULT_MAX_TOKENS,
-            "system": prompt.system,
-            "messages": messages,
-            "tools": definitions,
-        }
-        if budgets.call_blocked(turn=turn, claimed=claimed, **request):
-            # The call would cross a cost budget: not made, the team waits for the PM.
-            _end_over_budget(turn, worker, replies)
+        last_model = _next_reply(run)
+        if last_model is None:
             return
-        claimed = False
-        reply = _ask_model(turn, worker, request, relay)
-        if reply is None:
-            return
-        final_call = _recorded_call(turn, request, reply, next_index)
-        next_index += 1
-        model_calls += 1
-        messages.append({"role": "assistant", "content": reply.content})
-        last_model = reply.content
-        replies.append(reply.content)
-
     turns.turn_finish(
         turn=turn,
         worker=worker,
-        text=_said(replies),
+        text=_message(run.replies),
         outcome=ended.outcome if ended else None,
         reason=ended.reason if ended else "",
-        final_call=final_call,
+        final_call=run.final_call,
     )
+
+
+@dataclass
+class _Run:
+    """One attempt at a turn: what its calls are made with, and what they gave."""
+
+    turn: Turn
+    worker: str
+    prompt: prompts.Prompt
+    tools: list
+    definitions: list[dict]
+    ctx: ToolContext
+    messages: list[dict]  # the request's messages, growing with each call and result
+    resumed: bool  # it replayed an earlier attempt's steps
+    relay: _TextRelay
+    replies: list[list[dict]] = field(default_factory=list)  # every response's content
+    model_calls: int = 0
+    next_index: int = 0  # the next step's index
+    claimed: bool = True  # the rows the claim read serve this attempt's first call
+    final_call: turns.FinalCall | None = None  # the call that ended the turn
+
+
+_WAITING = TurnEnd(Turn.Outcome.MESSAGE, "waiting for the PM")  # the turn stopped, unfinished
+
+
+def _run_tool_calls(run: _Run, model_content: list[dict], results: dict) -> TurnEnd | None:
+    """Run the tool calls of one response (those without a result yet); how the turn
+    ends, None when it goes on, or _WAITING when a call waits for the PM."""
+    turn = run.turn
+    uses = [b for b in model_content if b.get("type") == "tool_use"]
+    for use in uses:
+        if use["id"] in results:
+            continue
+        record = partial(_record_tool_step, turn, run.next_index, use)
+        verdict = _approval(turn, run.tools, use, model_content, resumed=run.resumed)
+        if verdict.wait:  # no worker holds the turn while the PM decides
+            run.relay.flush()
+            turns.turn_wait(turn=turn, worker=run.worker)
+            return _WAITING
+        if verdict.result is not None:
+            with transaction.atomic():
+                record(verdict.result)
+            results[use["id"]] = verdict.result
+        else:
+            results[use["id"]] = _call_tool(run, use, verdict, record)
+        run.next_index += 1
+    run.messages.append({"role": "user", "content": _blocks(model_content, results)})
+    # The first call whose result ends the turn decides how it ends.
+    ended = next((results[u["id"]].ends_turn for u in uses if results[u["id"]].ends_turn), None)
+    run.prompt = prompts.with_current_anchors(run.prompt, turn.team)
+    if ended is None and run.model_calls >= MAX_STEPS:
+        ended = TurnEnd(Turn.Outcome.MESSAGE, f"step limit ({MAX_STEPS} model calls)")
+    return ended
+
+
+def _call_tool(run: _Run, use: dict, verdict: _Verdict, record) -> ToolResult:
+    """One tool call run through the registry, its step recorded with its result."""
+    noted = partial(_noted, verdict.notice)
+    tool = next((t for t in run.tools if t.name == use["name"]), None)
+    with telemetry.tool_call(use, tool) as call:  # execute_tool <tool>
+        result = registry.execute(
+            use["name"],
+            verdict.arguments,
+            run.ctx,
+            run.tools,
+            record=lambda result: record(noted(result)),
+        )
+        return call.done(noted(result))
+
+
+def _next_reply(run: _Run) -> list[dict] | None:
+    """Ask the model for the next response; its content, or None when the turn
+    stopped (a budget the call would cross, or a failed call)."""
+    turn = run.turn
+    # What the model reads, kept with the step it answers (teams.history.model_requests).
+    request = {
+        "model": turn.model,
+        "max_tokens": DEFAULT_MAX_TOKENS,
+        "system": run.prompt.system,
+        "messages": run.messages,
+        "tools": run.definitions,
+    }
+    if budgets.call_blocked(turn=turn, claimed=run.claimed, **request):
+        # The call would cross a cost budget: not made, the team waits for the PM.
+        _end_over_budget(turn, run.worker, run.replies)
+        return None
+    run.claimed = False
+    reply = _ask_model(turn, run.worker, request, run.relay)
+    if reply is None:
+        return None
+    run.final_call = _recorded_call(turn, request, reply, run.next_index)
+    run.next_index += 1
+    run.model_calls += 1
+    run.messages.append({"role": "assistant", "content": reply.content})
+    run.replies.append(reply.content)
+    return reply.content
 
 
 @dataclass(frozen=True)
@@ -432,8 +476,16 @@ def _recorded_call(turn: Turn, request: dict, reply, index: int) -> turns.FinalC
     return None
 
 
+def _message(replies: list[list[dict]]) -> str:
+    """The turn's message: the text of the response that ended it. The text beside
+    an earlier response's tool calls is the agent's working notes (kept with its
+    steps: the live view streams it and the turn page shows it), not a second copy
+    in the conversation."""
+    return _said(replies[-1:])
+
+
 def _said(replies: list[list[dict]]) -> str:
-    """The text of a turn's model responses, one paragraph each."""
+    """The text of model responses, one paragraph each."""
     return "\n\n".join(
         b["text"].strip()
         for content in replies
@@ -448,7 +500,7 @@ def _end_over_budget(turn: Turn, worker: str, replies: list[list[dict]]) -> None
     if not replies:
         turns.turn_cancel(turn=turn, worker=worker)
         return
-    text = _said(replies)
+    text = _message(replies)
     turns.turn_finish(
         turn=turn, worker=worker, text=text, outcome=Turn.Outcome.MESSAGE, reason="cost budget"
     )

@@ -38,7 +38,9 @@ NORMS = "\n".join(
         "if you have any reservations.",
         "- Act through your tools, never by describing a tool call in your text. Your turn "
         "ends when you reply with text and no tool call (that text is your message to the "
-        f"team) or when you call {PassTurn.name}; make any tool calls you need before that.",
+        f"team) or when you call {PassTurn.name}; make any tool calls you need before that. "
+        "Text beside a tool call is your working notes: the PM sees them, your teammates "
+        "do not, so put what they need in your final reply.",
         "- Lines marked [Your action] are Loom's record of your own tool calls earlier in "
         "this phase (their full results are not kept: call a tool again to see one); "
         "lines marked [Loom] or [system] are notes from Loom, not from a teammate.",

@@ -113,6 +113,23 @@ def turn_requests(turn: Turn) -> list[dict]:
     return [request_unpack(blob) for blob in blobs.values_list("request", flat=True)]
 
 
+def turn_working_notes(turn: Turn) -> str:
+    """The text the agent wrote beside its tool calls in a turn, one paragraph per
+    response: its working notes, which the conversation does not repeat (the turn's
+    message is the text of the response that ended it)."""
+    steps = turn.steps.filter(kind=TurnStep.Kind.MODEL).order_by("index")
+    notes = []
+    for step in steps.values_list("content", flat=True):
+        if not any(block.get("type") == "tool_use" for block in step):
+            continue
+        text = "\n\n".join(
+            b["text"].strip() for b in step if b.get("type") == "text" and b["text"].strip()
+        )
+        if text:
+            notes.append(text)
+    return "\n\n".join(notes)
+
+
 def agent_turn(*, team: Team, agent_name: str, number: int | None = None) -> Turn:
     """An agent's turn by the team's turn number, or its latest with a recorded
     request."""

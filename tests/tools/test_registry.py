@@ -105,3 +105,17 @@ def test_a_text_over_its_cap_is_a_friendly_error_and_nothing_is_stored(ctx_for):
         "ask_multi", {"prompt": "?", "relevant_files": ["a"] * 11}, ctx_for("coder")
     )
     assert many.text == "Error: relevant_files has 11 items; the limit is 10."
+
+
+def test_a_call_of_a_tool_that_cannot_work_says_why_and_is_no_violation(ctx, team, agents):
+    """ask_peer is not offered while no consultant is enabled; a call of it anyway (a
+    model remembering an earlier request) is told why, and the agent is not blamed."""
+    offered = registry.toolset(agents["coder"], team)
+    assert "ask_peer" not in {t.name for t in offered}
+    result = registry.execute("ask_peer", {"prompt": "Check the lexer."}, ctx, offered)
+    assert result.is_error and result.text == (
+        "Error: ask_peer needs a consultant, and team alpha has none enabled; a PM can "
+        "enable one in the admin (Consultant profiles)."
+    )
+    agents["coder"].refresh_from_db()
+    assert agents["coder"].violations == 0

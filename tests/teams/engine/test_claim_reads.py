@@ -170,24 +170,25 @@ def test_an_mcp_server_added_changed_relisted_or_deleted_shows_in_the_next_reque
     assert not any("__" in name for name in _tool_names(_sent(team, coder)))
 
 
-def _peers(request: str) -> list[str]:
-    ask_peer = next(t for t in json.loads(request)["tools"] if t["name"] == "ask_peer")
-    return ask_peer["input_schema"]["properties"]["peer"].get("enum", [])
+def _peers(request: str) -> list[str] | None:
+    """The consultants ask_peer names, or None when it is not offered (none enabled)."""
+    ask_peer = next((t for t in json.loads(request)["tools"] if t["name"] == "ask_peer"), None)
+    return None if ask_peer is None else ask_peer["input_schema"]["properties"]["peer"]["enum"]
 
 
 def test_a_consultant_enabled_changed_or_disabled_shows_in_the_next_request(team, agents):
     coder = agents["coder"]
-    assert _peers(_sent(team, coder)) == []
+    assert _peers(_sent(team, coder)) is None
     critic = ConsultantProfile.objects.create(name="critic", model="loom-offline")
     team.consultants.add(critic)
     assert _peers(_sent(team, coder)) == ["critic"]
     ConsultantProfile.objects.filter(pk=critic.pk).update(strengths="finds the holes")
     assert "critic (finds the holes)" in _sent(team, coder)
     ConsultantProfile.objects.filter(pk=critic.pk).update(enabled=False)
-    assert _peers(_sent(team, coder)) == []
+    assert _peers(_sent(team, coder)) is None
     ConsultantProfile.objects.filter(pk=critic.pk).update(enabled=True)
     team.consultants.remove(critic)
-    assert _peers(_sent(team, coder)) == []
+    assert _peers(_sent(team, coder)) is None
 
 
 def test_the_teams_tool_settings_changed_between_turns_are_in_the_next_request(team, agents):

@@ -1,0 +1,65 @@
+"""What a request offers and says, as a real model reads it: each test runs turns
+through the real anthropic client against the fake Messages API and asserts on the
+requests it received. Only tools that can do something are offered, each teammate's
+abilities are named, a turn's text is in the conversation once, nothing of a closed
+phase is lost, and the PM is quoted whole."""
+
+from django.urls import reverse
+
+from teams.models import ConsultantProfile, Message
+from teams.run import team_actions
+from tests.fakes.messages_api import text, tool
+from tests.helpers import drain, per_agent
+from tools.consult import AskMulti, AskPeer, ReadConsultation
+from tools.mesh import MapContext
+
+AGENTS = ("coach", "researcher", "coder", "reviewer")
+CONSULTATION_TOOLS = {AskPeer.name, AskMulti.name, ReadConsultation.name}
+
+
+def of(api, name):
+    return [r for r in api.requests if r.agent == name]
+
+
+def test_no_consultation_tool_without_an_enabled_consultant(team, messages_api):
+    say = [text("Scope first."), text("Go on.")]
+    api = messages_api(per_agent({name: list(say) for name in AGENTS}))
+    team_actions.team_start(team=team)
+    drain(team, limit=1)
+    assert CONSULTATION_TOOLS.isdisjoint(of(api, "coach")[0].tool_names)
+
+    profile = ConsultantProfile.objects.create(name="critic", model="loom-offline")
+    profile.teams.add(team)
+    drain(team, limit=4)  # the others, then the coach again
+    assert CONSULTATION_TOOLS <= set(of(api, "coach")[1].tool_names)
+    assert CONSULTATION_TOOLS <= set(of(api, "researcher")[0].tool_names)
+
+
+def test_a_turns_text_is_once_in_the_conversation_and_its_notes_on_the_turn_page(
+    team, messages_api, admin_client
+):
+    notes = "Let me record my tactic before I answer."
+    said = "Parse the header first, then the body."
+    api = messages_api(
+        per_agent(
+            {
+                "coach": [
+                    tool(
+                        MapContext.name,
+                        {"level": "tactic", "content": "Order the parser work"},
+                        say=notes,
+                    ),
+                    text(said),
+                ],
+                "researcher": [text("Agreed on the order.")],
+            }
+        )
+    )
+    team_actions.team_start(team=team)
+    coach_turn, _ = drain(team, limit=2)
+    (message,) = Message.objects.filter(team=team, author__name="coach", kind=Message.Kind.CHAT)
+    assert message.content == said
+    seen = of(api, "researcher")[0].dump
+    assert seen.count(said) == 1 and notes not in seen
+    page = admin_client.get(reverse("admin:teams_turn_change", args=[coach_turn.pk]))
+    assert "Working notes" in page.content.decode() and notes in page.content.decode()
