@@ -331,6 +331,11 @@ class LoomEnv(BaseSettings):
     sandbox_paths: Annotated[list[str], NoDecode, BeforeValidator(_folders)] = Field(
         [], validation_alias="LOOM_SANDBOX_PATHS"
     )
+    # MCP servers over HTTP: on, their connections go through HTTP(S)_PROXY of the
+    # environment (the proxy then resolves names: the guard cannot pin the address).
+    mcp_use_env_proxy: Annotated[bool, BeforeValidator(_boolean)] = Field(
+        False, strict=True, validation_alias="LOOM_MCP_USE_ENV_PROXY"
+    )
     # Turn leases: a running turn's lease lasts this many seconds and its worker renews
     # it every quarter of that (a heartbeat), so a dead worker's turn is re-queued by the
     # sweeper within about a lease while a slow model call keeps its turn.

@@ -149,6 +149,8 @@ LOOM_WEBHOOK_CONCURRENCY = loom_env.webhook_concurrency
 LOOM_OUTBOUND_ALLOW_PRIVATE = loom_env.outbound_allow_private
 # MCP servers (teams.engine.mcp_client): seconds a connection, listing or tool call may take.
 LOOM_MCP_TIMEOUT = loom_env.mcp_timeout
+# ... and whether HTTP servers are reached through the environment's proxy.
+LOOM_MCP_USE_ENV_PROXY = loom_env.mcp_use_env_proxy
 # run_command's sandbox (teams.files.sandbox): the longest a command may run (seconds),
 # each process's address space (MB), commands one process runs at once, and folders
 # shown read-only inside.

@@ -75,14 +75,18 @@ def timeout() -> float:
 def make_http_client(*, url: str, headers: dict[str, str], seconds: float) -> httpx2.AsyncClient:
     """The HTTP client of one connection to a streamable HTTP server: the one place it
     is made. The outbound guard checks the URL's host (every address it resolves to)
-    before each connection; redirects are not followed."""
+    before the connection, and each connection goes to an address it checked in its
+    own lookup (a name that turns private meanwhile is refused, as for webhooks);
+    redirects are not followed. The environment's proxies are not used unless
+    LOOM_MCP_USE_ENV_PROXY says so: the proxy then resolves the name itself."""
     scheme, host, port = outbound.parse(url)
     outbound.checked_addresses(host, port, timeout=seconds)  # Refused: not connected
-    return httpx2.AsyncClient(
-        headers=headers,
-        timeout=httpx2.Timeout(seconds, read=max(seconds, 300.0)),
-        follow_redirects=False,
-    )
+    limits = httpx2.Timeout(seconds, read=max(seconds, 300.0))
+    if settings.LOOM_MCP_USE_ENV_PROXY:
+        return httpx2.AsyncClient(
+            headers=headers, timeout=limits, follow_redirects=False, trust_env=True
+        )
+    return outbound.async_client(headers=headers, timeout=limits)
 
 
 # --- what a connection needs ----------------------------------------------------

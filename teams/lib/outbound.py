@@ -30,6 +30,7 @@ The client also ends a request at a deadline for the whole request (`deadline`, 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import ipaddress
@@ -461,5 +462,79 @@ def client(
             total_timeout=timeout if total_timeout is None else total_timeout,
             max_response_bytes=max_response_bytes,
         ),
+        **options,
+    )
+
+
+# --- sending, async: the MCP client's connections ------------------------------------
+
+
+class AsyncGuardedBackend(httpcore2.AsyncNetworkBackend):
+    """GuardedBackend for async clients: resolve (in a thread), check every address,
+    connect to a checked one. TLS still names the host (SNI, certificate)."""
+
+    def __init__(self):
+        self._anyio = httpcore2.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        try:
+            addresses = await asyncio.to_thread(checked_addresses, host, port, timeout=timeout)
+        except Refused as exc:
+            raise RefusedConnect(exc.reason) from None
+        except OSError as exc:
+            raise httpcore2.ConnectError(f"Could not resolve {host}: {exc}") from exc
+        last: Exception | None = None
+        for ip in addresses:
+            try:
+                return await self._anyio.connect_tcp(
+                    str(ip),
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except httpcore2.ConnectError as exc:
+                last = exc
+        raise last or httpcore2.ConnectError(f"Could not connect to {host}")
+
+    async def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise RefusedConnect("Unix sockets are not used")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._anyio.sleep(seconds)
+
+
+class AsyncGuardedTransport(httpx2.AsyncHTTPTransport):
+    """httpx2's async transport over the guarded backend, with no proxies from the
+    environment (a proxy would resolve the name itself)."""
+
+    def __init__(self, *, verify=True, limits: httpx2.Limits = LIMITS):
+        super().__init__(verify=verify, trust_env=False, limits=limits)
+        pool = self._pool
+        self._pool = httpcore2.AsyncConnectionPool(
+            ssl_context=pool._ssl_context,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=AsyncGuardedBackend(),
+        )
+
+
+def async_client(*, timeout: httpx2.Timeout | float, **options) -> httpx2.AsyncClient:
+    """An async httpx2 client for URLs people gave: every connection to an address the
+    guard checked in that same lookup (no DNS rebinding), no redirects followed, no
+    proxies from the environment."""
+    return httpx2.AsyncClient(
+        timeout=timeout,
+        follow_redirects=False,
+        trust_env=False,
+        transport=AsyncGuardedTransport(),
         **options,
     )
