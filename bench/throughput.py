@@ -87,6 +87,11 @@ def main():
         "--idle", action="store_true", help="start no team: each process's CPU when idle"
     )
     parser.add_argument(
+        "--no-stuck-checks",
+        action="store_true",
+        help="turn the stuck checks off (on by default, as users run them)",
+    )
+    parser.add_argument(
         "--layer",
         choices=["core", "pubsub"],
         default="core",
@@ -132,7 +137,7 @@ def main():
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
-        token = make_teams(args.teams)
+        token = make_teams(args.teams, stuck_checks=not args.no_stuck_checks)
         processes, url = start_layout(args, env, data)
         try:
             wait_for(url)
@@ -168,7 +173,7 @@ def main():
                     process.kill()
 
 
-def make_teams(count: int) -> str:
+def make_teams(count: int, stuck_checks: bool = True) -> str:
     from django.contrib.auth import get_user_model
 
     from teams import services
@@ -185,10 +190,14 @@ def make_teams(count: int) -> str:
                 for name in ("coach", "researcher", "coder", "reviewer")
             ],
         )
-        # No cost cap, and no stuck checks: the bench measures the engine, not the PM.
-        Team.objects.filter(pk=team.pk).update(
-            max_cost_usd=100_000, max_exchanges=0, max_pass_rounds=0, max_phase_turns=0
-        )
+        # No cost cap; the stuck checks stay on (the defaults users run) unless told.
+        # (At 0.5 s a call a team takes about 45 turns in the window: under the
+        # default phase budget of 60, so no team stops to ask the PM.)
+        Team.objects.filter(pk=team.pk).update(max_cost_usd=100_000)
+        if not stuck_checks:
+            Team.objects.filter(pk=team.pk).update(
+                max_exchanges=0, max_pass_rounds=0, max_phase_turns=0
+            )
     user = get_user_model().objects.create_superuser("bench", "bench@example.test", "x" * 20)
     _, key = services.api_token_create(user=user, label="bench")
     return key
@@ -344,7 +353,9 @@ def report(args, calls, window_start, window_end, wall_start, wall_end) -> None:
         else "embedded: one manage.py serve on SQLite"
     )
     print(f"layout: {layout}")
+    checks = "off" if args.no_stuck_checks else "on (the defaults)"
     print(f"teams: {args.teams}; model latency {args.latency} s; window {seconds:.1f} s")
+    print(f"stuck checks: {checks}")
     print(f"physical limit (one call in flight per team): {limit:.1f} model calls/s")
     print(f"model calls/s: {rate:.1f} ({100 * rate / limit:.0f}% of the limit)")
     print(f"turns finished/s: {finished.count() / seconds:.1f}")

@@ -37,6 +37,11 @@ def main():
         action="store_true",
         help="one phase (the history grows every turn) and a replay model",
     )
+    parser.add_argument(
+        "--no-stuck-checks",
+        action="store_true",
+        help="turn the stuck checks off (on by default, as users run them)",
+    )
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the turns to FILE")
     parser.add_argument(
         "--show-sql", action="store_true", help="print the SQL statements of the middle turn"
@@ -65,7 +70,7 @@ def main():
     # Events go out through an event loop of the process, as a worker's do.
     worker.start_send_loop()
     from teams.engine.offline import OfflineProvider as OfflineModel
-    from teams.models import Team, Turn
+    from teams.models import STUCK_CHOICES, PMRequest, Team, Turn
 
     model_seconds, model_cpu = [0.0], [0.0]
     respond = _replay if args.single_phase else OfflineModel.respond
@@ -92,10 +97,12 @@ def main():
             {"name": "reviewer", "role": "reviewer"},
         ],
     )
-    # No cost cap, and no stuck checks: the bench measures the engine, not the PM.
-    Team.objects.filter(pk=team.pk).update(
-        max_cost_usd=100_000, max_exchanges=0, max_pass_rounds=0, max_phase_turns=0
-    )
+    # No cost cap; the stuck checks stay on (the defaults users run) unless told.
+    Team.objects.filter(pk=team.pk).update(max_cost_usd=100_000)
+    if args.no_stuck_checks:
+        Team.objects.filter(pk=team.pk).update(
+            max_exchanges=0, max_pass_rounds=0, max_phase_turns=0
+        )
     team_actions.team_start(team=team)
     durations, whole, cpu = [], [], []
     statements = [0]  # SQL statements the turns ran: a figure noise cannot move
@@ -122,7 +129,9 @@ def main():
             request = selectors.team_open_pm_request(team=team)
             if request is None:
                 break
-            pm_requests.pm_request_answer(request_id=request.id, answer="Go with HTML.")
+            stuck = request.kind == PMRequest.Kind.STUCK
+            answer = STUCK_CHOICES[1] if stuck else "Go with HTML."  # "Let them go on"
+            pm_requests.pm_request_answer(request_id=request.id, answer=answer)
             continue
         if len(durations) % 100 == 0 and len(calibration) * 100 <= len(durations):
             calibration.append(_calibrate())
@@ -156,7 +165,8 @@ def main():
     from django.conf import settings
 
     mode = "single phase, replay model" if args.single_phase else "a phase per turn, offline model"
-    print(f"mode: {mode}")
+    checks = "off" if args.no_stuck_checks else "on (the defaults)"
+    print(f"mode: {mode}; stuck checks: {checks}")
     print(f"DEBUG: {settings.DEBUG} (set LOOM_DEBUG to change)")
     print(f"database: {connection.vendor}; turns run: {len(durations)}; outcomes: {outcomes}")
     print(f"SQL statements per turn: {statements[0] / len(durations):.1f}")

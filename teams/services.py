@@ -1,8 +1,9 @@
 """Basic writes. The services take keyword-only arguments, run in a transaction and
 raise a teams.errors.LoomError for expected failures (message_add joins its caller's
-transaction; team_lock and team_status_publish are helpers for other services). The rules a row must
-follow are written once, on its model (validators, choices, constraints); services
-run them through teams.errors.validated / integrity_as."""
+transaction; team_status_publish is a helper for other services; teams.run.locks
+takes the rows' locks). The rules a row must follow are written once, on its model
+(validators, choices, constraints); services run them through teams.errors.validated
+/ integrity_as."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ import re
 import secrets
 from datetime import timedelta
 
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import F
-from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
 from teams.errors import Conflict, InvalidInput, NotFound, PermissionDenied, integrity_as, validated
@@ -31,7 +31,7 @@ from teams.models import (
     Query,
     Team,
 )
-from teams.run import drift, lifecycle
+from teams.run import drift, lifecycle, locks
 
 # Fields of a team a person configures; status, phase, counters and spend are live
 # state that only the services below and the engine change.
@@ -220,33 +220,6 @@ def team_done_check(team: Team) -> None:
             f"again button on its page, `manage.py team clone {slug} NEW_SLUG`, or "
             f"POST /api/teams/{slug}/clone."
         )
-
-
-def team_lock(team: Team, *, add: dict | None = None) -> Team:
-    """The team's row, locked until the transaction ends, as it is now; with `add`
-    ({counter: amount}) the amounts are added first, in the same statement (an
-    UPDATE locks the row as SELECT ... FOR UPDATE does)."""
-    add = {field: amount for field, amount in (add or {}).items() if amount}
-    if not add:
-        return Team.objects.select_for_update().get(pk=team.pk)
-    return _update_returning(
-        Team.objects.filter(pk=team.pk), **{f: F(f) + amount for f, amount in add.items()}
-    )
-
-
-def _update_returning(queryset, **values):
-    """queryset.update(**values) of one row, and the row as it is after it, in one
-    statement (UPDATE ... RETURNING, which SQLite and PostgreSQL both speak)."""
-    model, connection = queryset.model, connections[queryset.db]
-    query = queryset.query.chain(UpdateQuery)
-    query.add_update_values(values)
-    sql, params = query.get_compiler(queryset.db).as_sql()
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in model._meta.concrete_fields)
-    # raw() reads the RETURNING row through the fields' converters, as a query would.
-    rows = list(model.objects.raw(f"{sql} RETURNING {columns}", params))
-    if len(rows) != 1:
-        raise model.DoesNotExist(f"No {model.__name__} row to update.")
-    return rows[0]
 
 
 @transaction.atomic
@@ -492,7 +465,7 @@ def anchor_save(
     anchor_check(key=key, value=value, source=source)
     anchor = Anchor.objects.select_for_update().filter(team=team, key=key).first()
     if anchor is None:
-        team = team_lock(team)
+        team = locks.team_lock(team)
         anchor_limits_check(team=team, key=key, value=value, source=source)
         anchor = Anchor(
             team=team, key=key, value=value, updated_by=changed_by, source=source, phase=phase

@@ -10,12 +10,7 @@ numbers and text (a team's roster)."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
-from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import F, Model, QuerySet, Subquery, TextField
-from django.db.models.expressions import RawSQL
+from django.db.models import F, QuerySet, Subquery, TextField
 
 
 class RowsJson(Subquery):
@@ -36,27 +31,3 @@ class RowsJson(Subquery):
             rows = f"JSON_GROUP_ARRAY(JSON_ARRAY({columns}))"
         template = f"(SELECT {rows} FROM (%(subquery)s) stamp_rows)"
         return super().as_sql(compiler, connection, template=template, **extra_context)
-
-
-_compiled: dict[tuple, dict[str, RawSQL]] = {}
-_compiled_lock = threading.Lock()
-
-
-def compiled_once(model: type[Model], build: Callable[[], dict]) -> dict[str, RawSQL]:
-    """The annotations `build()` makes (on a query of `model`, correlated to its table),
-    as RawSQL compiled once per process and database: the same SQL, without the ORM's
-    work of building and compiling it for every query that carries them."""
-    connection = connections[DEFAULT_DB_ALIAS]
-    key = (model, build, connection.vendor)
-    with _compiled_lock:
-        found = _compiled.get(key)
-    if found is None:
-        query = model._default_manager.annotate(**build()).query
-        compiler = query.get_compiler(connection=connection)
-        found = {}
-        for name, expression in query.annotations.items():
-            sql, params = compiler.compile(expression)
-            found[name] = RawSQL(sql, params, output_field=expression.output_field)
-        with _compiled_lock:
-            _compiled[key] = found
-    return dict(found)

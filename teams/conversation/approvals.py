@@ -34,7 +34,7 @@ from teams.models import (
     Turn,
     WebhookEvent,
 )
-from teams.run import turns
+from teams.run import locks, turns
 from teams.run.lifecycle import TeamAction
 
 ARGUMENTS_SHOWN = 4000  # characters of the arguments the question shows
@@ -89,7 +89,7 @@ def approval_request_open(
 ) -> PMRequest:
     """Stop the turn at the call and ask the PM. Conflict when the team already has an
     open PM request (one at a time): the caller tells the agent to try later."""
-    team = services.team_lock(turn.team)
+    team = locks.team_lock(turn.team)
     if PMRequest.objects.filter(team=team, status=PMRequest.Status.OPEN).exists():
         raise Conflict(
             f"{tool} needs the PM's approval, and the PM already has an open request; "
@@ -188,7 +188,7 @@ def approval_answer(
     request.refresh_from_db()
     if not claimed:
         raise Conflict(f"This PM request was already {request.status}.")
-    team = services.team_lock(request.team)
+    team = locks.team_lock(request.team)
     if choice == ALWAYS_APPROVE:
         _always_approve(team, request.tool_name)
     who = "the PM" if user is None else f"the PM ({user.get_username()})"

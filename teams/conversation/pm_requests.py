@@ -12,7 +12,7 @@ from teams.integrations import webhooks
 from teams.live import events
 from teams.live.event_payloads import PMRequestOut
 from teams.models import Agent, Anchor, Message, PMRequest, Team, Turn, WebhookEvent
-from teams.run import budgets, stuck, team_actions, turns
+from teams.run import budgets, locks, stuck, team_actions, turns
 from teams.run.lifecycle import TeamAction
 
 
@@ -24,7 +24,7 @@ def pm_request_open(
     if not question or not question.strip():
         raise InvalidInput("A PM request needs a question.", field="question")
     services.text_check(question, field="question")
-    team = services.team_lock(team)
+    team = locks.team_lock(team)
     already = Conflict(f"Team {team.slug!r} already has an open PM request.")
     if PMRequest.objects.filter(team=team, status=PMRequest.Status.OPEN).exists():
         raise already
@@ -97,7 +97,7 @@ def pm_request_answer(
     if request is None:
         raise NotFound(f"No PM request {request_id}.")
     _claim(request, answer, user)
-    team = services.team_lock(request.team)
+    team = locks.team_lock(request.team)
     pm_message_post(team=team, content=answer, user=user)
     if pin_as:
         label = changed_by or ("pm" if user is None else f"pm ({user.get_username()})")
@@ -135,7 +135,7 @@ def _budget_answer(request: PMRequest, answer: str, *, user, changed_by: str) ->
     changes nothing."""
     decision = budgets.budget_decision(request=request, answer=answer)
     _claim(request, answer, user)
-    team = services.team_lock(request.team)
+    team = locks.team_lock(request.team)
     who = changed_by or ("pm" if user is None else f"pm ({user.get_username()})")
     budgets.budget_apply(team=team, decision=decision, who=who)
     events.publish(events.PMRequestAnswered(request=PMRequestOut.of(request)), team_id=team.id)
@@ -166,7 +166,7 @@ def _go_on(team: Team) -> None:
 
 def _stuck_apply(*, request: PMRequest, choice: str, who: str) -> Team:
     """Do what the chosen answer says, on the locked team (the request is claimed)."""
-    team = services.team_lock(request.team)
+    team = locks.team_lock(request.team)
     services.system_note(team, f"{who} answered the stuck request: {choice}.")
     if choice == stuck.CLOSE_CHOICE:
         coach = team.agents.filter(role=Agent.Role.COACH).order_by("position", "id").first()

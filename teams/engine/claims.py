@@ -15,18 +15,13 @@ from django.db.models.functions import Coalesce
 from teams.engine.system_text import ANCHOR_FIELDS
 from teams.integrations import consultations, mcp_servers
 from teams.models import Agent, Anchor, Message, Turn
-from teams.stamps import RowsJson, compiled_once
+from teams.stamps import RowsJson
 
 
 def claim_annotations() -> dict:
     """Subqueries for the statement that reads a claimed turn (turns.turn_claim), on
     the Turn's team, agent and snapshot: what `build` would read itself, and the stamps
-    of what a process keeps (teams.stamps). `claimed(turn)` takes them off the turn.
-    Compiled once: they hold no value of their own."""
-    return compiled_once(Turn, _claim_subqueries)
-
-
-def _claim_subqueries() -> dict:
+    of what a process keeps (teams.stamps). `claimed(turn)` takes them off the turn."""
     turn_team = OuterRef("team_id")
     earlier = Turn.objects.filter(
         agent_id=OuterRef("agent_id"),

@@ -16,8 +16,6 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from django.db import connection
-
 from teams.conversation import questions
 from teams.engine import history_rows
 from teams.engine.system_text import ANCHOR_FIELDS, anchors_block
@@ -164,39 +162,12 @@ def _history_of(rows: list[Message], lines: list[tuple[str, str | None]]) -> His
     return History(rows, lines, special, [m.id for m in rows])
 
 
-# Stand-ins for the two numbers of the history's ids statement, put in on each call.
-_SEEN, _UNTIL = -1_000_000_007, -1_000_000_009
-KEPT_STATEMENTS = 512
-_id_statements: OrderedDict[tuple, tuple[str, list] | None] = OrderedDict()
-
-
 def _history_ids(
     agent: Agent, team: Team, phase: str, seen: int | None, until_id: int
 ) -> list[int]:
-    """The ids of the agent's history up to `until_id` (history_queryset): a
-    statement this process builds and compiles once for the agent and the phase."""
-    key = (connection.vendor, agent.id, team.id, team.created_at, phase)
-    with _kept_lock:
-        statement = _id_statements.get(key, ())
-    if statement == ():
-        query = history_rows.history_queryset(agent, team, phase, _SEEN).filter(id__lte=_UNTIL)
-        sql, params = query.values_list("id", flat=True).query.sql_with_params()
-        # Each stand-in a parameter of its own, or no kept statement (the ORM's each time).
-        statement = (sql, list(params))
-        if params.count(_SEEN) != 1 or params.count(_UNTIL) != 1:
-            statement = None
-        with _kept_lock:
-            _id_statements[key] = statement
-            while len(_id_statements) > KEPT_STATEMENTS:
-                _id_statements.popitem(last=False)
-    if statement is None:
-        query = history_rows.history_queryset(agent, team, phase, seen).filter(id__lte=until_id)
-        return list(query.values_list("id", flat=True))
-    sql, params = statement
-    numbers = {_SEEN: seen or 0, _UNTIL: until_id}
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [numbers.get(p, p) if type(p) is int else p for p in params])
-        return [row[0] for row in cursor.fetchall()]
+    """The ids of the agent's history up to `until_id` (history_queryset)."""
+    query = history_rows.history_queryset(agent, team, phase, seen).filter(id__lte=until_id)
+    return list(query.values_list("id", flat=True))
 
 
 def _refresh_queries(messages: list[Message]) -> None:

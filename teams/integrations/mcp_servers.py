@@ -24,6 +24,7 @@ from django.utils import timezone
 from teams.errors import Conflict, InvalidInput, NotFound, PermissionDenied, integrity_as, validated
 from teams.lib import outbound, tool_schemas
 from teams.models import ENV_NAME_PATTERN, AgentRole, ApprovalPolicy, McpServer, Team
+from teams.run import locks
 from teams.stamps import RowsJson
 
 Transport = McpServer.Transport
@@ -274,7 +275,7 @@ def mcp_server_create(
         tool_approvals=dict(tool_approvals or {}),
     )
     mcp_server_check(server=server, before=None, by_superuser=by_superuser)
-    team = Team.objects.select_for_update().get(pk=team.pk)  # one count at a time
+    team = locks.team_lock(team)  # one count at a time
     if McpServer.objects.filter(team=team).count() >= MAX_MCP_SERVERS_PER_TEAM:
         raise Conflict(
             f"Team {team.slug!r} has {MAX_MCP_SERVERS_PER_TEAM} MCP servers already, the most "

@@ -31,6 +31,7 @@ from django.utils.crypto import salted_hmac
 from teams import services
 from teams.errors import Conflict, InvalidInput, NotFound, integrity_as, validated
 from teams.models import Team, Webhook, WebhookDelivery, WebhookEvent
+from teams.run import locks
 
 SECRET_PREFIX = "whsec_"
 KEY_SALT = "loom.webhooks.secret-encryption"
@@ -106,7 +107,7 @@ def webhook_create(
         secret_prefix=prefix,
     )
     validated(webhook, exclude=["team", "secret_encrypted", "secret_prefix"])
-    team = Team.objects.select_for_update().get(pk=team.pk)  # one count at a time
+    team = locks.team_lock(team)  # one count at a time
     if Webhook.objects.filter(team=team).count() >= MAX_WEBHOOKS_PER_TEAM:
         raise Conflict(
             f"Team {team.slug!r} has {MAX_WEBHOOKS_PER_TEAM} webhooks already, the most it "

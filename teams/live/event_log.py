@@ -5,7 +5,7 @@ Every event published to a team's socket gets the next number of the team's sequ
 (`Team.event_seq`), in the transaction that commits the change it announces, by one
 statement that moves the counter on and writes the event's row (on SQLite an INSERT
 and a trigger). Moving the counter locks the team's row until the commit (the lock
-`services.team_lock` takes, so no new lock order), so a team's events commit in the
+`teams.run.locks.team_lock` takes, so no new lock order), so a team's events commit in the
 order of their numbers: when number n is committed, every number below it is too, and
 a socket that sees n+1 after n-1 may read n from the database at once. The newest
 LIVE_EVENTS_KEPT of a team are kept; older ones are counted as left out when a

@@ -18,7 +18,8 @@ import asyncio
 import enum
 import logging
 import threading
-from contextlib import contextmanager
+from concurrent.futures import Future
+from contextlib import contextmanager, suppress
 from functools import partial
 from typing import ClassVar
 
@@ -443,8 +444,7 @@ def publish(event: Event, *, team_id: int) -> None:
     if event.transient:
         _send_batch(sends)
     else:
-        for send in sends:
-            _after_commit(*send)
+        _after_commit(sends)
 
 
 _numbering = threading.local()
@@ -484,46 +484,53 @@ def _in_event_loop() -> bool:
 def wake_worker(turn_id: int) -> None:
     # With tracing on, the trace context the turn was queued in goes with it.
     wake = {"type": "turn.queued", "turn_id": turn_id, **telemetry.wake_fields(turn_id)}
-    _after_commit("send", (TURNS_CHANNEL, wake))
+    _after_commit([("send", (TURNS_CHANNEL, wake))])
 
 
-def _after_commit(send: str, args: tuple) -> None:
-    """Queue a send for when the current transaction commits.
+def _after_commit(sends: list) -> None:
+    """Queue `sends` for when the current transaction commits (at once outside one).
 
-    Everything one transaction announces goes out in one hop to the event loop, in
-    order. A batch whose transaction rolled back is dropped with it."""
-    connection = transaction.get_connection()
-    flush = getattr(_pending, "flush", None)
-    registered = flush is not None and any(entry[1] is flush for entry in connection.run_on_commit)
-    if not registered or not connection.in_atomic_block:
-        batch: list = []
-        flush = _pending.flush = partial(_send_batch, batch)
-        flush.batch = batch
-        batch.append((send, args))
-        transaction.on_commit(flush)
-        return
-    flush.batch.append((send, args))
+    Django's on_commit keeps them with the savepoint they were published in: a
+    savepoint that rolls back drops its events with its rows."""
+    number = _pending.registered = getattr(_pending, "registered", 0) + 1
+    transaction.on_commit(partial(_send_committed, number, sends))
 
 
-def _send_batch(batch) -> None:
+def _send_committed(number: int, sends: list) -> None:
+    # Only the last send a thread registered waits for the loop; the ones before it are
+    # chained there in order, so a transaction costs one wait, not one per event.
+    _send_batch(sends, wait=number == _pending.registered)
+
+
+def _send_batch(batch: list, *, wait: bool = True) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-
-    async def send_all():
-        for send, args in batch:
-            try:
-                await getattr(layer, send)(*args)
-            except ChannelFull:
-                # Nobody is draining the channel (no worker running): the rows are
-                # safe and the sweeper repeats the wake-up once a worker listens.
-                log.debug("Channel %s is full; the sweeper will repeat the wake-up", args[0])
-
     loop = _send_loop
     try:
         if loop is not None and loop.is_running() and not _in_event_loop():
-            asyncio.run_coroutine_threadsafe(send_all(), loop).result(SEND_TIMEOUT)
+            after = getattr(_pending, "previous", None)
+            future = asyncio.run_coroutine_threadsafe(_send_all(layer, batch, after), loop)
+            _pending.previous = future
+            if wait:
+                future.result(SEND_TIMEOUT)
         else:
-            async_to_sync(send_all)()
+            async_to_sync(_send_all)(layer, batch, None)
     except Exception as exc:  # a lost wake-up is repaired by the sweeper
         log.warning("Channel layer send failed: %s", exc)
+
+
+async def _send_all(layer, batch: list, after: Future | None) -> None:
+    """Send `batch` in order, after the thread's previous batch (`after`) is out."""
+    if after is not None and not after.done():
+        with suppress(Exception):  # its failure was logged by its own sends
+            await asyncio.wrap_future(after)
+    for send, args in batch:
+        try:
+            await getattr(layer, send)(*args)
+        except ChannelFull:
+            # Nobody is draining the channel (no worker running): the rows are
+            # safe and the sweeper repeats the wake-up once a worker listens.
+            log.debug("Channel %s is full; the sweeper will repeat the wake-up", args[0])
+        except Exception as exc:  # a lost wake-up is repaired by the sweeper
+            log.warning("Channel layer send failed: %s", exc)

@@ -34,6 +34,7 @@ from teams.models import (
     Turn,
     WebhookEvent,
 )
+from teams.run import locks
 from teams.run.lifecycle import TeamAction
 
 WARN_PERCENT = 80
@@ -295,7 +296,7 @@ def budget_stop(*, team: Team, budget: str, agent: Agent | None = None, note: st
     """Pause the team at a budget and ask the PM (a budget request), unless a
     request is open already (the PM resumed without answering it). The request, or
     None when one was open."""
-    caller, team = team, services.team_lock(team)
+    caller, team = team, locks.team_lock(team)
     question = budget_question(team, budget, agent)
     services.system_note(
         team,

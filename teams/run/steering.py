@@ -26,7 +26,7 @@ from teams import services
 from teams.errors import Conflict, InvalidInput
 from teams.live import events
 from teams.models import Agent, Message, Team, Turn
-from teams.run import drift_alerts, turns
+from teams.run import drift_alerts, locks, turns
 from teams.run.lifecycle import TeamAction, next_status, refusal
 
 
@@ -37,7 +37,7 @@ def _who(user) -> str:
 def _allowed(team: Team, action: TeamAction) -> Team:
     """The team's row, locked, when the state table allows `action`; a Conflict that
     says why otherwise (nothing changed)."""
-    team = services.team_lock(team)
+    team = locks.team_lock(team)
     if next_status(team.status, action) is None:
         raise Conflict(f"Team {team.slug!r} {refusal(team.status, action)}")
     return team

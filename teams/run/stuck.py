@@ -29,6 +29,7 @@ from teams.integrations import webhooks
 from teams.live import events
 from teams.live.event_payloads import PMRequestOut
 from teams.models import STUCK_CHOICES, Agent, PMRequest, Query, Team, Turn, WebhookEvent
+from teams.run import locks
 from teams.run.lifecycle import TeamAction
 
 CLOSE_CHOICE, GO_ON_CHOICE, PAUSE_CHOICE = STUCK_CHOICES
@@ -156,7 +157,7 @@ def stuck_check(*, team: Team, turn: Turn) -> PMRequest | None:
 
 @transaction.atomic
 def stuck_request_open(*, team: Team, turn: Turn, reason: str) -> PMRequest:
-    caller, team = team, services.team_lock(team)
+    caller, team = team, locks.team_lock(team)
     question = (
         f"The team seems stuck in phase {team.phase}: {reason}. Close the phase, let them "
         "go on, or pause?"

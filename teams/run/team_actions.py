@@ -16,12 +16,12 @@ from teams.conversation import hierarchy
 from teams.errors import Conflict
 from teams.integrations import webhooks
 from teams.models import Agent, Anchor, Message, Team, Turn, WebhookEvent, WorkspaceFile
-from teams.run import turns
+from teams.run import locks, turns
 from teams.run.lifecycle import TeamAction, refusal
 
 
 def _transition(team: Team, action: TeamAction) -> Team:
-    team = services.team_lock(team)
+    team = locks.team_lock(team)
     if not services.team_transition(team=team, action=action):
         raise Conflict(f"Team {team.slug!r} {refusal(team.status, action)}")
     return team
@@ -137,7 +137,7 @@ def phase_record(team: Team) -> list[str]:
 @transaction.atomic
 def phase_complete(*, team: Team, agent: Agent, summary: str) -> Team:
     """Record the coach's summary (what later phases see) and advance the phase."""
-    team = services.team_lock(team)
+    team = locks.team_lock(team)
     if team.status == Team.Status.DONE:  # no second summary, no second team.done webhook
         raise Conflict(f"Team {team.slug!r} is finished: every phase is complete.")
     finished = team.phase

@@ -6,6 +6,7 @@ once; its finish is one transaction that logs the outcome and hands the floor on
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,11 +33,9 @@ from teams.models import (
     Turn,
     WebhookEvent,
 )
-from teams.prepared import prepared_rows
-from teams.run import budgets, drift, drift_alerts, stuck
+from teams.run import budgets, drift, drift_alerts, locks, stuck
 from teams.run.lifecycle import TeamAction
 from teams.run.usage import turn_add_usage, turn_usage_fields
-from teams.stamps import compiled_once
 
 log = logging.getLogger("loom.turns")
 
@@ -58,16 +57,20 @@ def rotation(team: Team) -> list[Agent]:
     statement: `busy` (a turn of its own queued or running), `talking` (the team's
     conversation turn is queued or running) and `waiting` (the team's first turn
     stopped at a call for approval, or None)."""
-    return prepared_rows(_speakers, team_id=team.id)
+    return list(_speakers().filter(team_id=team.id))
 
 
-def _speakers(team_id: int):
-    speakers = Agent.objects.filter(team_id=team_id).exclude(role=Agent.Role.EXTERNAL)
-    return speakers.order_by("position", "id").annotate(**compiled_once(Agent, _unfinished_turns))
+# The hottest statements are built once per process, as QuerySets that each call
+# filters (a QuerySet is never changed by a filter: it makes a copy), so their
+# subqueries are resolved once, not on every turn; the ORM still compiles each.
+@functools.cache
+def _speakers() -> QuerySet[Agent]:
+    speakers = Agent.objects.exclude(role=Agent.Role.EXTERNAL).order_by("position", "id")
+    return speakers.annotate(**_unfinished_turns())
 
 
 def _unfinished_turns() -> dict:
-    """rotation's subqueries, on each agent row (compiled once: no value of their own)."""
+    """rotation's subqueries, on each agent row."""
     unfinished = Turn.objects.filter(team_id=OuterRef("team_id"))
     active = unfinished.filter(status__in=ACTIVE_TURN_STATUSES)
     return {
@@ -225,10 +228,9 @@ def turn_claim(
     unless `replay_runs_it` (the replay's own run). `annotate` gives the expressions
     read with the turn (teams.engine.prompts: what building its request needs)."""
     now = timezone.now()
-    claim = compiled_once(Turn, _claim_expressions)
-    queued = Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED)
-    if not replay_runs_it:  # in the claim's own statement: no read before it
-        queued = queued.exclude(claim["replay_running"])
+    claim = _claim_expressions()
+    # The replay check is in the claim's own statement: no read before it.
+    queued = _queued(with_replay_check=not replay_runs_it).filter(pk=turn_id)
     claimed = queued.update(
         status=Turn.Status.RUNNING,
         claimed_by=worker,
@@ -239,11 +241,7 @@ def turn_claim(
     )
     if not claimed:
         return None
-    (turn,) = prepared_rows(
-        _CLAIMED_READS.get(annotate)
-        or _CLAIMED_READS.setdefault(annotate, _claimed_read(annotate)),
-        pk=turn_id,
-    )
+    turn = _claimed_read(annotate).get(pk=turn_id)
     chosen = turn.team.next_speaker_id == turn.agent_id
     if chosen and turn.purpose == Turn.Purpose.CONVERSATION:  # the PM's choice, used
         Team.objects.filter(pk=turn.team_id, next_speaker=turn.agent_id).update(next_speaker=None)
@@ -256,20 +254,21 @@ def turn_claim(
     return turn
 
 
-# The statement that reads a claimed turn, one per `annotate` (compiled once).
-_CLAIMED_READS: dict = {}
+@functools.cache
+def _queued(*, with_replay_check: bool) -> QuerySet[Turn]:
+    queued = Turn.objects.filter(status=Turn.Status.QUEUED)
+    return queued.exclude(_claim_expressions()["replay_running"]) if with_replay_check else queued
 
 
-def _claimed_read(annotate: Callable[[], dict] | None) -> Callable[..., QuerySet]:
-    def read(pk: int) -> QuerySet:
-        claimed = Turn.objects.select_related("team", "agent").filter(pk=pk)
-        return claimed.annotate(**annotate()) if annotate else claimed
-
-    return read
+@functools.cache
+def _claimed_read(annotate: Callable[[], dict] | None) -> QuerySet[Turn]:
+    claimed = Turn.objects.select_related("team", "agent")
+    return claimed.annotate(**annotate()) if annotate else claimed
 
 
+@functools.cache
 def _claim_expressions() -> dict:
-    """turn_claim's subqueries, on the turn's row (compiled once: no value of their own)."""
+    """turn_claim's subqueries, on the turn's row."""
     newest = Message.objects.filter(team_id=OuterRef("team_id")).order_by("-id").values("id")[:1]
     replays = Replay.objects.filter(team_id=OuterRef("team_id"), status=Replay.Status.RUNNING)
     return {
@@ -378,10 +377,10 @@ def _turn_finish_numbered(*, turn, worker, text, outcome, reason, final_call) ->
     usage, cost = {}, 0
     if final_call is not None:
         usage, cost = turn_usage_fields(turn=turn, model=final_call.model, usage=final_call.usage)
-    # The team's row first (count, spend, lock), as every transaction that locks it
+    # The team's row first (count, spend, lock: teams.run.locks), then the turn's:
     # with the turn's does: rolled back with the rest if the turn is no longer ours.
     counted = 1 if turn.purpose == Turn.Purpose.CONVERSATION else 0
-    team = services.team_lock(team, add={"turn_count": counted, "spent_usd": cost})
+    team = locks.team_lock(team, add={"turn_count": counted, "spent_usd": cost})
     owned = _still_mine(turn, worker).update(
         status=Turn.Status.DONE,
         outcome=outcome,
@@ -414,7 +413,7 @@ def turn_wait(*, turn: Turn, worker: str) -> bool:
     it; the answer queues it again and it resumes at that call. An answer given
     between the request's opening and this stop found the turn still running and
     could not queue it: the team runs again, so it is queued here."""
-    team = services.team_lock(turn.team)  # an answer given meanwhile is seen below
+    team = locks.team_lock(turn.team)  # an answer given meanwhile is seen below
     owned = _still_mine(turn, worker).update(status=Turn.Status.WAITING, lease_expires_at=None)
     if owned:
         turn.refresh_from_db()
@@ -428,18 +427,20 @@ def turn_wait(*, turn: Turn, worker: str) -> bool:
 def turn_cancel(*, turn: Turn, worker: str) -> bool:
     """End a turn that made no model call (its call would have crossed a budget):
     it does not count, and the same agent speaks first when the team resumes."""
+    team = locks.team_lock(turn.team_id)  # the team's row before the turn's
     owned = _still_mine(turn, worker).update(
         status=Turn.Status.CANCELLED, finished_at=timezone.now(), lease_expires_at=None
     )
     if owned:
         turn.refresh_from_db()
-        _turn_finished_publish(turn, services.team_lock(turn.team))
+        _turn_finished_publish(turn, team)
     return bool(owned)
 
 
 @transaction.atomic
 def turn_fail(*, turn: Turn, worker: str, error: str) -> None:
     """Record the error, tell the team, and pause it so the PM can look before retrying."""
+    team = locks.team_lock(turn.team_id)  # the team's row before the turn's
     owned = _still_mine(turn, worker).update(
         status=Turn.Status.FAILED,
         outcome=Turn.Outcome.ERROR,
@@ -449,7 +450,6 @@ def turn_fail(*, turn: Turn, worker: str, error: str) -> None:
     )
     if not owned:
         return
-    team = services.team_lock(turn.team)
     services.system_note(
         team,
         f"The turn of {turn.agent.name} failed: {error}. The team is paused; resume to retry.",
@@ -521,6 +521,6 @@ def teams_restart_stalled() -> int:
     restarted = 0
     for team in Team.objects.filter(status=Team.Status.RUNNING).exclude(Exists(active)):
         with transaction.atomic():
-            if enqueue_next(services.team_lock(team)) is not None:
+            if enqueue_next(locks.team_lock(team)) is not None:
                 restarted += 1
     return restarted

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from teams.lib.catalog import Usage, cost_of
 from teams.models import ModelCall, Team, Turn
+from teams.run import locks
 
 
 def turn_usage_fields(
@@ -48,18 +49,15 @@ def turn_add_usage(
     fields, cost = turn_usage_fields(
         turn=turn, model=model, usage=usage, renew_lease=renew_lease, is_turn_model=is_turn_model
     )
+    locks.team_add(turn.team_id, add={"spent_usd": cost})  # the team's row before the turn's
     Turn.objects.filter(pk=turn.pk).update(**fields)
-    if cost:
-        Team.objects.filter(pk=turn.team_id).update(spent_usd=F("spent_usd") + cost)
 
 
 @transaction.atomic(savepoint=False)
 def team_add_usage(*, team: Team, model: str, usage: Usage) -> None:
     """A model call made outside any turn (a tool run through the API): its cost is
     the team's all the same."""
-    cost = cost_of(model, usage)
-    if cost:
-        Team.objects.filter(pk=team.pk).update(spent_usd=F("spent_usd") + cost)
+    locks.team_add(team.pk, add={"spent_usd": cost_of(model, usage)})
 
 
 @transaction.atomic(savepoint=False)

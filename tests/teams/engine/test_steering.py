@@ -4,7 +4,6 @@ does what it says; a drifting agent sends one drift.alert per episode."""
 
 import pytest
 
-from teams import services
 from teams.conversation import pm_requests, questions
 from teams.errors import Conflict
 from teams.integrations import webhooks
@@ -18,7 +17,7 @@ from teams.models import (
     WebhookDelivery,
     WebhookEvent,
 )
-from teams.run import steering, stuck, team_actions
+from teams.run import locks, steering, stuck, team_actions
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, make_turn
 
@@ -141,7 +140,7 @@ def test_the_pm_picks_the_next_speaker_once_then_the_rotation_resumes(team, agen
     team.refresh_from_db()
     from teams.run import turns
 
-    queued = turns.enqueue_next(services.team_lock(team))
+    queued = turns.enqueue_next(locks.team_lock(team))
     assert queued.agent.name == "coder"
     steering.team_next_speaker_set(team=team, agent=agents["coach"])
     drain(team, limit=2)

@@ -239,3 +239,30 @@ async def test_knowledge_routing_with_a_live_team_socket_open(messages_api):
     status = await receive_until(live, lambda e: e["event"] == "team.status")
     assert status[-1]["status"] == "paused"
     await live.disconnect()
+
+
+def test_an_event_published_in_a_savepoint_that_rolls_back_is_not_sent(settings):
+    from contextlib import suppress
+
+    from asgiref.sync import async_to_sync
+    from channels.layers import channel_layers, get_channel_layer
+    from django.db import transaction
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends.pop("default", None)
+    try:
+        layer = get_channel_layer()
+        team = make_team("alpha")
+        channel = async_to_sync(layer.new_channel)()
+        async_to_sync(layer.group_add)(events.team_group(team.id), channel)
+        with transaction.atomic():
+            events.publish(events.AgentNudged(agent="coder", by="kept"), team_id=team.id)
+            with suppress(RuntimeError), transaction.atomic():
+                events.publish(events.AgentNudged(agent="coder", by="undone"), team_id=team.id)
+                raise RuntimeError("the savepoint rolls back")
+        # Sent at once (no transaction): the next message on the channel after "kept".
+        events.publish(events.AgentNudged(agent="coder", by="after"), team_id=team.id)
+        got = [async_to_sync(layer.receive)(channel)["by"] for _ in range(2)]
+    finally:
+        channel_layers.backends.pop("default", None)
+    assert got == ["kept", "after"]
