@@ -378,7 +378,7 @@ def _turn_finish_numbered(*, turn, worker, text, outcome, reason, final_call) ->
     if final_call is not None:
         usage, cost = turn_usage_fields(turn=turn, model=final_call.model, usage=final_call.usage)
     # The team's row first (count, spend, lock: teams.run.locks), then the turn's:
-    # with the turn's does: rolled back with the rest if the turn is no longer ours.
+    # rolled back with the rest if the turn is no longer ours.
     counted = 1 if turn.purpose == Turn.Purpose.CONVERSATION else 0
     team = locks.team_lock(team, add={"turn_count": counted, "spent_usd": cost})
     owned = _still_mine(turn, worker).update(
