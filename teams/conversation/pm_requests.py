@@ -181,7 +181,5 @@ def _stuck_apply(*, request: PMRequest, choice: str, who: str) -> Team:
     elif choice == stuck.GO_ON_CHOICE:
         _go_on(team)
     elif services.team_transition(team=team, action=TeamAction.PAUSE):
-        Turn.objects.filter(team=team, status=Turn.Status.QUEUED).update(
-            status=Turn.Status.CANCELLED, finished_at=timezone.now()
-        )
+        turns.turns_withdraw(team=team)
     return team

@@ -75,6 +75,11 @@ def run_claimed_turn(turn_id: int, worker: str = WORKER_ID):
     While it runs the heartbeat renews its lease; a turn whose run dies here (its
     database connection killed, say) is no longer renewed, so the sweeper re-queues
     it once the lease runs out and the next attempt resumes from its steps."""
+    with _running_lock:
+        duplicate = turn_id in _running
+    if duplicate:  # a duplicate wake-up: see run_tracked_turn
+        telemetry.wake_done(turn_id)
+        return None
     close_old_connections()  # and a health check before the connection's first use
     try:
         return run_tracked_turn(turn_id, worker)
@@ -86,7 +91,14 @@ def run_tracked_turn(turn_id: int, worker: str = WORKER_ID):
     """Run one turn in this thread as it is, its lease renewed by the heartbeat while
     it runs (an eval's driver runs turns so, on its own connection)."""
     with _running_lock:
-        _running[turn_id] = worker
+        # A duplicate wake-up of a turn a thread here runs already: that thread keeps
+        # it (and its lease, which the heartbeat renews); this one has nothing to do.
+        duplicate = turn_id in _running
+        if not duplicate:
+            _running[turn_id] = worker  # before the claim: renewed from its first moment
+    if duplicate:
+        telemetry.wake_done(turn_id)
+        return None
     try:
         return loop.run_turn(turn_id, worker)
     except Exception:
@@ -95,6 +107,7 @@ def run_tracked_turn(turn_id: int, worker: str = WORKER_ID):
     finally:
         with _running_lock:
             _running.pop(turn_id, None)
+        telemetry.wake_done(turn_id)  # its claim used the wake-up's trace context, or failed
 
 
 def running_turns() -> dict[str, list[int]]:

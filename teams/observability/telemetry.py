@@ -257,6 +257,20 @@ def wake_received(message: dict) -> None:
             _wakes[message["turn_id"]] = {k: str(v) for k, v in carrier.items()}
 
 
+def wake_done(turn_id: int) -> None:
+    """The worker is done with a wake-up (its turn ran, or its claim failed: a
+    duplicate, a turn run elsewhere): its trace context is not kept any longer."""
+    if _wakes:
+        with _wakes_lock:
+            _wakes.pop(turn_id, None)
+
+
+def wakes_kept() -> int:
+    """How many wake-ups' trace contexts this process keeps for turns not run yet."""
+    with _wakes_lock:
+        return len(_wakes)
+
+
 def inject(headers: dict) -> dict:
     """Add the current span's traceparent to outgoing headers (webhooks)."""
     if enabled():

@@ -88,9 +88,7 @@ def team_next_speaker_set(*, team: Team, agent: Agent, user=None) -> Team:
     services.system_note(team, f"The PM chose {agent.name} to speak next.")
     events.publish(events.NextSpeakerChosen(agent=agent.name, by=_who(user)), team_id=team.id)
     if team.status == Team.Status.RUNNING:
-        _unclaimed(team).exclude(agent=agent).update(
-            status=Turn.Status.CANCELLED, finished_at=timezone.now()
-        )
+        turns.turns_withdraw(team=team, queued=_unclaimed(team).exclude(agent=agent))
         turns.enqueue_next(team)
     return team
 
@@ -130,7 +128,7 @@ def agent_seat_take(*, agent: Agent, text: str, user=None) -> Message:
             f"{agent.name} is speaking now: take its seat when its turn has ended, or pause "
             "the team first."
         )
-    _unclaimed(team, agent=agent).update(status=Turn.Status.CANCELLED, finished_at=timezone.now())
+    turns.turns_withdraw(team=team, queued=_unclaimed(team, agent=agent))
     now = timezone.now()
     turn = Turn.objects.create(
         team=team,

@@ -9,13 +9,12 @@ from typing import NamedTuple
 
 from django.db import transaction
 from django.db.models import F
-from django.utils import timezone
 
 from teams import services
 from teams.conversation import hierarchy
 from teams.errors import Conflict
 from teams.integrations import webhooks
-from teams.models import Agent, Anchor, Message, Team, Turn, WebhookEvent, WorkspaceFile
+from teams.models import Agent, Anchor, Message, Team, WebhookEvent, WorkspaceFile
 from teams.run import locks, turns
 from teams.run.lifecycle import TeamAction, refusal
 
@@ -55,9 +54,7 @@ def team_resume(*, team: Team) -> Team:
 def team_pause(*, team: Team) -> Team:
     team = _transition(team, TeamAction.PAUSE)
     # A queued turn is withdrawn; a running one finishes and is not followed.
-    Turn.objects.filter(team=team, status=Turn.Status.QUEUED).update(
-        status=Turn.Status.CANCELLED, finished_at=timezone.now()
-    )
+    turns.turns_withdraw(team=team)
     return team
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import BigIntegerField, Exists, F, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -186,7 +186,38 @@ def inbox_wake(agent: Agent) -> Turn | None:
         return None  # the running turn's finish looks at the inbox again
     if Turn.objects.filter(team=team).count() >= team.max_turns * 2:
         return None  # a safety net against agents pinging each other forever
-    return turn_enqueue(team=team, agent=agent, number=team.turn_count, purpose=Turn.Purpose.INBOX)
+    try:
+        # A savepoint: a wake-up racing this one (a second question to the agent at
+        # the same moment) may insert its turn first, and the agent's one active turn
+        # (a unique constraint) reads both questions; this one then adds nothing.
+        with transaction.atomic():
+            return turn_enqueue(
+                team=team, agent=agent, number=team.turn_count, purpose=Turn.Purpose.INBOX
+            )
+    except IntegrityError:
+        if Turn.objects.filter(agent=agent, status__in=ACTIVE_TURN_STATUSES).exists():
+            return None
+        raise
+
+
+def turns_withdraw(*, team: Team, queued: QuerySet[Turn] | None = None) -> int:
+    """Withdraw queued turns of the (locked) team, never begun: all of them, or those
+    of `queued` (the team's turns, narrowed by the caller). Each is cancelled and
+    announced as turn_cancel announces one (the turn on the team's page, the team's
+    progress); the number withdrawn."""
+    queued = Turn.objects.filter(team=team) if queued is None else queued
+    withdrawn = list(queued.filter(status=Turn.Status.QUEUED).select_related("agent"))
+    if not withdrawn:
+        return 0
+    finished_at = timezone.now()
+    taken = Turn.objects.filter(pk__in=[t.pk for t in withdrawn], status=Turn.Status.QUEUED)
+    taken.update(status=Turn.Status.CANCELLED, finished_at=finished_at)
+    status = TeamStatusOut.of(team)
+    for turn in withdrawn:
+        turn.status, turn.finished_at = Turn.Status.CANCELLED, finished_at
+        events.publish(events.TurnFinished(turn=TurnOut.of(turn), team=status), team_id=team.id)
+    events.publish(events.TeamProgress.of(team), team_id=team.id)
+    return len(withdrawn)
 
 
 def inbox_pending(agent: Agent, after_id: int) -> bool:

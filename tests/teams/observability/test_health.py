@@ -123,3 +123,21 @@ def test_the_channel_layer_round_trip_passes_on_either_redis_layer(settings, bac
         assert health._channel_layer_ok()
     finally:
         channel_layers.backends.clear()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_duplicate_wake_up_leaves_the_running_turn_renewed(team):
+    """A second wake-up of a turn this process runs must not take it off the heartbeat:
+    its lease would lapse and the sweeper re-queue a turn that is still running."""
+    running = claimed(team, worker.WORKER_ID)
+    worker._running[running.pk] = worker.WORKER_ID  # its thread runs it
+    try:
+        assert worker.run_claimed_turn(running.pk) is None  # the duplicate: nothing to run
+        past = timezone.now() - timedelta(seconds=1)
+        Turn.objects.filter(pk=running.pk).update(lease_expires_at=past)
+        assert worker.Heartbeat().beat() == 1
+    finally:
+        worker._running.pop(running.pk, None)
+    assert worker.sweep()["requeued"] == 0
+    running.refresh_from_db()
+    assert running.status == "running" and running.lease_expires_at > timezone.now()

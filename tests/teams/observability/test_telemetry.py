@@ -404,3 +404,20 @@ def test_other_protocols_and_a_disabled_sdk_stay_off(monkeypatch):
     monkeypatch.setenv("OTEL_SDK_DISABLED", "false")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
     assert telemetry.configure() is False and not telemetry.enabled()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_trace_context_of_a_wake_up_whose_claim_fails_is_not_kept(spans, team):
+    """Duplicate wake-ups of a turn run elsewhere: none of their carriers stays behind."""
+    from teams.engine import worker
+
+    spans()
+    team_actions.team_start(team=team)
+    turn = Turn.objects.get()
+    Turn.objects.filter(pk=turn.pk).update(status="done")  # another worker ran it
+    carrier = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+    for _ in range(3):
+        telemetry.wake_received({"type": "turn.queued", "turn_id": turn.id, "trace": carrier})
+        assert telemetry.wakes_kept() == 1
+        worker.run_claimed_turn(turn.id)
+    assert telemetry.wakes_kept() == 0
