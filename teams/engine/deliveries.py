@@ -47,6 +47,7 @@ from teams.errors import LoomError
 from teams.integrations import webhooks
 from teams.lib import outbound
 from teams.models import WebhookDelivery
+from teams.observability import telemetry
 
 log = logging.getLogger("loom.webhooks")
 
@@ -128,14 +129,14 @@ def deliver_due(now=None, limit: int = BATCH, worker: str = SENDER_ID) -> dict:
     if width == 1 or len(waiting) <= 1:
         while (taken := claimed_next()) is not None:
             delivery, attempt = taken
-            count(record(delivery, send(attempt), worker=worker, now=now))
+            count(record(delivery, send_traced(delivery, attempt), worker=worker, now=now))
         return counts
     with ThreadPoolExecutor(width, thread_name_prefix="loom-webhook-send") as pool:
         flying: dict[Future, WebhookDelivery] = {}
         while True:
             while len(flying) < width and (taken := claimed_next()) is not None:
                 delivery, attempt = taken
-                flying[pool.submit(send, attempt)] = delivery
+                flying[pool.submit(send_traced, delivery, attempt)] = delivery
             if not flying:
                 break
             done, _ = wait(flying, return_when=FIRST_COMPLETED)
@@ -169,7 +170,23 @@ def deliver(delivery: WebhookDelivery, *, worker: str, now) -> str:
     attempt = prepare(delivery, worker=worker, now=now)
     if isinstance(attempt, str):
         return attempt
-    return record(delivery, send(attempt), worker=worker, now=now)
+    return record(delivery, send_traced(delivery, attempt), worker=worker, now=now)
+
+
+def send_traced(delivery: WebhookDelivery, attempt: Attempt) -> Sent:
+    """send(), as a `POST` client span when tracing is on: the receiver gets its
+    traceparent (no database here either: the delivery's fields are read already)."""
+    with telemetry.webhook_span(delivery) as span:
+        telemetry.inject(attempt.headers)
+        sent = send(attempt)
+        telemetry.webhook_result(span, _span_outcome(sent), sent.status_code)
+    return sent
+
+
+def _span_outcome(sent: Sent) -> str:
+    if sent.status_code is None:
+        return "not_sent"
+    return "delivered" if 200 <= sent.status_code < 300 else "refused"
 
 
 def send(attempt: Attempt) -> Sent:

@@ -27,6 +27,7 @@ from asgiref.sync import async_to_sync
 from channels.exceptions import ChannelFull
 from channels.layers import get_channel_layer
 from django.db import transaction
+from django.dispatch import Signal
 from pydantic import BaseModel, Field
 
 from teams.live import event_log
@@ -42,7 +43,6 @@ from teams.live.event_payloads import (
     WorkspaceFileOut,
 )
 from teams.models import Message
-from teams.observability import telemetry
 
 log = logging.getLogger("loom.events")
 
@@ -481,9 +481,16 @@ def _in_event_loop() -> bool:
     return True
 
 
+# Sent as a worker's wake-up is queued (`turn_id`): each receiver returns fields the
+# wake-up carries (teams.observability.telemetry, tracing on: the trace context the
+# turn was queued in). The domain says what happened; observers subscribe to it.
+wake_queued = Signal()
+
+
 def wake_worker(turn_id: int) -> None:
-    # With tracing on, the trace context the turn was queued in goes with it.
-    wake = {"type": "turn.queued", "turn_id": turn_id, **telemetry.wake_fields(turn_id)}
+    wake = {"type": "turn.queued", "turn_id": turn_id}
+    for _receiver, fields in wake_queued.send(sender=None, turn_id=turn_id):
+        wake.update(fields or {})
     _after_commit([("send", (TURNS_CHANNEL, wake))])
 
 

@@ -421,3 +421,33 @@ def test_the_trace_context_of_a_wake_up_whose_claim_fails_is_not_kept(spans, tea
         assert telemetry.wakes_kept() == 1
         worker.run_claimed_turn(turn.id)
     assert telemetry.wakes_kept() == 0
+
+
+def test_a_webhook_delivery_is_a_post_span_whose_traceparent_the_receiver_gets(spans, team):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from teams.engine import deliveries
+    from teams.integrations import webhooks
+    from tests.fakes.webhook_receiver import Answer, WebhookReceiver
+
+    exporter = spans()
+    with WebhookReceiver([Answer(503), Answer(200)]) as hook:
+        _, hook.secret = webhooks.webhook_create(
+            team=team, url=hook.url + "/loom", events=["pm_request.opened"]
+        )
+        coach = team.agents.get(name="coach")
+        pm_requests.pm_request_open(team=team, agent=coach, question="HTML or PDF?")
+        assert deliveries.deliver_due()["retrying"] == 1
+        later = timezone.now() + timedelta(hours=1)
+        assert deliveries.deliver_due(now=later)["delivered"] == 1
+    refused, delivered = sorted(by_name(exporter, "POST"), key=lambda s: s.start_time)
+    assert refused.attributes["http.response.status_code"] == 503
+    assert refused.attributes["loom.webhook.outcome"] == "refused"
+    assert refused.status.status_code.name == "ERROR"
+    assert delivered.attributes["loom.webhook.outcome"] == "delivered"
+    assert delivered.attributes["loom.webhook.attempt"] == 2
+    for got, span in zip(hook.requests, (refused, delivered), strict=True):
+        ids = format(span.context.trace_id, "032x"), format(span.context.span_id, "016x")
+        assert got.headers["traceparent"].split("-")[1:3] == list(ids)
