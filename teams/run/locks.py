@@ -11,19 +11,34 @@ that lock both on PostgreSQL, and checks that no other module locks a team's row
 
 from __future__ import annotations
 
-from django.db.models import F
+import functools
+from collections.abc import Callable
+
+from django.db.models import F, QuerySet
 
 from teams.models import Team
 
 
-def team_lock(team: Team | int, *, add: dict | None = None) -> Team:
+def team_lock(
+    team: Team | int, *, add: dict | None = None, read: Callable[[], dict] | None = None
+) -> Team:
     """The team's row, locked until the transaction ends, as it is now; with `add`
     ({counter: amount}) the amounts are added first (the UPDATE takes the row's lock
-    as SELECT ... FOR UPDATE does, and the read after it sees the sums)."""
+    as SELECT ... FOR UPDATE does, and the read after it sees the sums). `read` gives
+    annotations read with the row (teams.run.stuck.checks_read: what the stuck checks
+    need, in the statement the finish makes anyway)."""
     team_id = team if isinstance(team, int) else team.pk
     if not team_add(team_id, add=add or {}):
-        return Team.objects.select_for_update().get(pk=team_id)
-    return Team.objects.get(pk=team_id)
+        return _team_read(read, lock=True).get(pk=team_id)
+    return _team_read(read, lock=False).get(pk=team_id)
+
+
+@functools.lru_cache(maxsize=512)
+def _team_read(read: Callable[[], dict] | None, *, lock: bool) -> QuerySet[Team]:
+    """The statement that reads a locked team, built once per `read` (each call's
+    filter makes a copy: its subqueries are resolved once per process)."""
+    teams = Team.objects.select_for_update() if lock else Team.objects.all()
+    return teams.annotate(**read()) if read else teams
 
 
 def team_add(team_id: int, *, add: dict) -> bool:

@@ -17,11 +17,15 @@ while another request is open. The answer is applied by teams.conversation.pm_re
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Count, Exists, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from teams import services
 from teams.errors import InvalidInput
@@ -45,7 +49,80 @@ class Window:
     since: object  # a datetime, or None: the whole phase
 
 
+@functools.lru_cache(maxsize=256)
+def checks_read(phase: str) -> Callable[[], dict]:
+    """What the checks read in `phase`, as subqueries on the team's row: the turn's
+    finish reads them with the team's row it locks (teams.run.locks.team_lock), so a
+    turn that asks nothing of the checks costs no statement of their own. One reader
+    per phase, kept: the statement is built once per phase and process."""
+
+    def read() -> dict:
+        return {
+            "stuck_phase": Value(phase),
+            "stuck_open_request": Exists(
+                PMRequest.objects.filter(team_id=OuterRef("pk"), status=PMRequest.Status.OPEN)
+            ),
+            "stuck_after_turn": Subquery(_stuck_requests(phase, 1).values("turn_id")[:1]),
+            "stuck_since": _since(phase, 1),
+            # The phase's conversation turns done in the window, before this one's.
+            "stuck_phase_turns": _phase_turns_done(phase),
+            # Queries with hops in the window: without one, the exchanges are not read.
+            "stuck_queries": Exists(
+                Query.objects.filter(team_id=OuterRef("pk"), expires_at__gte=_since(phase, 2))
+            ),
+        }
+
+    return read
+
+
+def _team_ref(depth: int):
+    """The team's id from a subquery `depth` levels below the team's row."""
+    ref = "pk"
+    for _ in range(depth):
+        ref = OuterRef(ref)
+    return ref
+
+
+def _stuck_requests(phase: str, depth: int):
+    stuck = PMRequest.objects.filter(
+        team_id=_team_ref(depth), kind=PMRequest.Kind.STUCK, turn__phase=phase
+    )
+    return stuck.order_by("-id")
+
+
+def _since(phase: str, depth: int):
+    """The window's start, as _window reads it: the phase's last stuck request's time,
+    else its first conversation turn's."""
+    first = Turn.objects.filter(
+        team_id=_team_ref(depth), phase=phase, purpose=Turn.Purpose.CONVERSATION
+    )
+    return Coalesce(
+        Subquery(_stuck_requests(phase, depth).values("created_at")[:1]),
+        Subquery(first.order_by("id").values("queued_at")[:1]),
+    )
+
+
+def _phase_turns_done(phase: str):
+    after = Coalesce(Subquery(_stuck_requests(phase, 2).values("turn_id")[:1]), Value(0))
+    done = Turn.objects.filter(
+        team_id=OuterRef("pk"),
+        phase=phase,
+        purpose=Turn.Purpose.CONVERSATION,
+        status=Turn.Status.DONE,
+        id__gt=after,
+    )
+    counted = done.order_by().values("team_id").annotate(n=Count("id")).values("n")
+    return Coalesce(Subquery(counted), Value(0))
+
+
+def _read_with_team(team: Team) -> bool:
+    """Did the team's row come with the checks' reads for its phase (checks_read)?"""
+    return getattr(team, "stuck_phase", None) == team.phase
+
+
 def _window(team: Team) -> Window:
+    if _read_with_team(team):
+        return Window(team.phase, team.stuck_after_turn or 0, team.stuck_since)
     phase = team.phase
     last = (
         PMRequest.objects.filter(team=team, kind=PMRequest.Kind.STUCK, turn__phase=phase)
@@ -82,6 +159,8 @@ def _hop_time(hop: dict) -> datetime | None:
 def exchanges_reason(team: Team, window: Window, turn: Turn | None = None) -> str:
     limit = team.max_exchanges
     if not limit or window.since is None:
+        return ""
+    if _read_with_team(team) and not team.stuck_queries:
         return ""
     pairs: Counter = Counter()
     for hops in Query.objects.filter(team=team, expires_at__gte=window.since).values_list(
@@ -124,7 +203,11 @@ def phase_turns_reason(team: Team, window: Window, turn: Turn | None = None) -> 
         return ""
     if turn is not None and turn.number and turn.number < limit:
         return ""  # fewer turns in the whole run than the phase's budget: no count needed
-    taken = _turns(team, window).count()
+    if _read_with_team(team):  # counted with the team's row, before this turn was done
+        this_one = turn is not None and turn.purpose == Turn.Purpose.CONVERSATION
+        taken = team.stuck_phase_turns + (1 if this_one and turn.id > window.after_turn else 0)
+    else:
+        taken = _turns(team, window).count()
     if taken < limit:
         return ""
     return f"the phase has taken {taken} turns, its budget of {limit}"
@@ -147,7 +230,10 @@ def stuck_check(*, team: Team, turn: Turn) -> PMRequest | None:
         return None
     if not (team.max_exchanges or team.max_pass_rounds or team.max_phase_turns):
         return None  # every check is off: nothing to read
-    if PMRequest.objects.filter(team=team, status=PMRequest.Status.OPEN).exists():
+    open_request = getattr(team, "stuck_open_request", None)  # read with the team's row
+    if open_request is None:
+        open_request = PMRequest.objects.filter(team=team, status=PMRequest.Status.OPEN).exists()
+    if open_request:
         return None
     reason = stuck_reason(team, turn=turn)
     if not reason:

@@ -411,7 +411,9 @@ def _turn_finish_numbered(*, turn, worker, text, outcome, reason, final_call) ->
     # The team's row first (count, spend, lock: teams.run.locks), then the turn's:
     # rolled back with the rest if the turn is no longer ours.
     counted = 1 if turn.purpose == Turn.Purpose.CONVERSATION else 0
-    team = locks.team_lock(team, add={"turn_count": counted, "spent_usd": cost})
+    team = locks.team_lock(
+        team, add={"turn_count": counted, "spent_usd": cost}, read=stuck.checks_read(team.phase)
+    )
     owned = _still_mine(turn, worker).update(
         status=Turn.Status.DONE,
         outcome=outcome,
