@@ -75,11 +75,6 @@ def run_claimed_turn(turn_id: int, worker: str = WORKER_ID):
     While it runs the heartbeat renews its lease; a turn whose run dies here (its
     database connection killed, say) is no longer renewed, so the sweeper re-queues
     it once the lease runs out and the next attempt resumes from its steps."""
-    with _running_lock:
-        duplicate = turn_id in _running
-    if duplicate:  # a duplicate wake-up: see run_tracked_turn
-        telemetry.wake_done(turn_id)
-        return None
     close_old_connections()  # and a health check before the connection's first use
     try:
         return run_tracked_turn(turn_id, worker)
