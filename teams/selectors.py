@@ -319,37 +319,50 @@ def team_spend(*, team: Team) -> dict:
     its phase, an offloaded message kept out of every later call of its agent, and
     cache reads priced at the input price less the cache-read price."""
     turns = Turn.objects.filter(team=team)
-    price = price_for(_main_model(team))
-    input_price = price.input if price else Decimal(0)
     agents = _grouped(turns, "agent__name")
     caps = dict(team.agents.values_list("name", "max_cost_usd"))
     for row in agents:
         row["agent"] = row.pop("agent__name")
         row["max_cost_usd"] = caps.get(row["agent"])
+    return {
+        "team": team.slug,
+        "spent_usd": team.spent_usd,
+        "max_cost_usd": team.max_cost_usd,
+        "totals": _usage(turns),
+        "agents": agents,
+        "phases": _grouped(turns, "phase"),
+        "tools": _tool_spend(team),
+        "cuts": _spend_cuts(team, turns),
+        "unknown_prices": models_without_price(teams=[team]),
+    }
+
+
+def _tool_spend(team: Team) -> list[dict]:
+    """What the calls tools made cost: consultations and smart retrieval."""
     consultations = Consultation.objects.filter(team=team)
     retrieval = ModelCall.objects.filter(team=team, purpose=ModelCall.Purpose.SMART_RETRIEVAL)
+    sums = {
+        "input_tokens": Coalesce(Sum("input_tokens"), 0),
+        "output_tokens": Coalesce(Sum("output_tokens"), 0),
+        "cost_usd": Coalesce(Sum("cost_usd"), Decimal(0), output_field=DecimalField()),
+    }
     tools = [
         {
             "tool": "consultations",
             "calls": consultations.count(),
-            **consultations.aggregate(
-                input_tokens=Coalesce(Sum("input_tokens"), 0),
-                output_tokens=Coalesce(Sum("output_tokens"), 0),
-                cost_usd=Coalesce(Sum("cost_usd"), Decimal(0), output_field=DecimalField()),
-            ),
+            **consultations.aggregate(**sums),
         },
-        {
-            "tool": "smart retrieval",
-            "calls": retrieval.count(),
-            **retrieval.aggregate(
-                input_tokens=Coalesce(Sum("input_tokens"), 0),
-                output_tokens=Coalesce(Sum("output_tokens"), 0),
-                cost_usd=Coalesce(Sum("cost_usd"), Decimal(0), output_field=DecimalField()),
-            ),
-        },
+        {"tool": "smart retrieval", "calls": retrieval.count(), **retrieval.aggregate(**sums)},
     ]
     for row in tools:
         row["cost_usd"] = Decimal(row["cost_usd"]).quantize(Decimal("0.000001"))
+    return tools
+
+
+def _spend_cuts(team: Team, turns) -> list[dict]:
+    """What passes, offload and caching cut (estimates: see team_spend)."""
+    price = price_for(_main_model(team))
+    input_price = price.input if price else Decimal(0)
     calls_by_phase, calls_by_agent = defaultdict(list), defaultdict(list)
     for at, phase, agent_id in (
         TurnStep.objects.filter(turn__team=team, kind=TurnStep.Kind.MODEL)
@@ -367,36 +380,26 @@ def team_spend(*, team: Team) -> dict:
         cached += row["read"] or 0
         if model_price is not None:
             saved += (row["read"] or 0) * (model_price.input - model_price.cache_read) / MILLION
-    return {
-        "team": team.slug,
-        "spent_usd": team.spent_usd,
-        "max_cost_usd": team.max_cost_usd,
-        "totals": _usage(turns),
-        "agents": agents,
-        "phases": _grouped(turns, "phase"),
-        "tools": tools,
-        "cuts": [
-            {
-                "mechanism": "passes",
-                "count": passes[0],
-                "tokens": passes[1],
-                "usd": _usd(passes[1], input_price),
-            },
-            {
-                "mechanism": "offload",
-                "count": offload[0],
-                "tokens": offload[1],
-                "usd": _usd(offload[1], input_price),
-            },
-            {
-                "mechanism": "caching",
-                "count": cached,
-                "tokens": cached,
-                "usd": saved.quantize(Decimal("0.000001")),
-            },
-        ],
-        "unknown_prices": models_without_price(teams=[team]),
-    }
+    return [
+        {
+            "mechanism": "passes",
+            "count": passes[0],
+            "tokens": passes[1],
+            "usd": _usd(passes[1], input_price),
+        },
+        {
+            "mechanism": "offload",
+            "count": offload[0],
+            "tokens": offload[1],
+            "usd": _usd(offload[1], input_price),
+        },
+        {
+            "mechanism": "caching",
+            "count": cached,
+            "tokens": cached,
+            "usd": saved.quantize(Decimal("0.000001")),
+        },
+    ]
 
 
 def _usd(tokens: int, price: Decimal) -> Decimal:

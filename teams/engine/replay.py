@@ -309,54 +309,69 @@ class Replayer:
                     .order_by("id")
                     .first()
                 )
-                if turn is None:
+                original = self._original_of(turn, until_turn) if turn is not None else None
+                if original is None:
                     break
-                position = Turn.objects.filter(team=self.team, id__lt=turn.id).count()
-                if until_turn is not None and turn.number > until_turn:
-                    self._end(Replay.Status.STOPPED)
-                    break
-                if position >= len(self.originals):
-                    self.current = (turn, turn)
-                    raise _Diverged(
-                        f"turn {turn.number} ({turn.agent.name}): the replay goes on after the "
-                        f"original's last turn ({len(self.originals)} turns)."
-                    )
-                original = self.originals[position]
-                if original.status not in (Turn.Status.DONE, Turn.Status.FAILED) and not (
-                    TurnStep.objects.filter(turn=original).exists()
-                ):  # the original stopped before this turn ran: so does the replay
-                    self._end(Replay.Status.MATCHED)
-                    break
-                self.current = (turn, original)
-                # Read here: ask_multi asks its consultants from threads of their own.
-                self.consultations = {}
-                for row in Consultation.objects.filter(turn=original).select_related("profile"):
-                    name = row.profile.name if row.profile else ""
-                    self.consultations.setdefault(name, []).append(row)
-                if original.agent.name != turn.agent.name or original.purpose != turn.purpose:
-                    raise _Diverged(
-                        f"turn {original.number}: the original's turn was "
-                        f"{original.agent.name}'s ({original.purpose}), the replay's is "
-                        f"{turn.agent.name}'s ({turn.purpose})."
-                    )
-                snapshot = original.snapshot_message_id or 0
-                while posted < len(self.posts) and self.posts[posted].pk <= snapshot:
-                    services.message_add(
-                        team=self.team,
-                        content=self.posts[posted].content,
-                        kind=Message.Kind.PM,
-                        author_label=self.posts[posted].author_label,
-                    )
-                    posted += 1
-                token = replaying.set(self)
-                try:
-                    loop.run_turn(turn.id, WORKER)
-                finally:
-                    replaying.reset(token)
+                posted = self._replay_turn(turn, original, posted)
                 if self.divergence:
                     break
         except _Diverged as exc:
             self._diverge(str(exc))
+        return self._close()
+
+    def _original_of(self, turn: Turn, until_turn: int | None) -> Turn | None:
+        """The original turn the queued `turn` replays; None when the replay ends
+        before it (stopped at `until_turn`, or where the original stopped)."""
+        position = Turn.objects.filter(team=self.team, id__lt=turn.id).count()
+        if until_turn is not None and turn.number > until_turn:
+            self._end(Replay.Status.STOPPED)
+            return None
+        if position >= len(self.originals):
+            self.current = (turn, turn)
+            raise _Diverged(
+                f"turn {turn.number} ({turn.agent.name}): the replay goes on after the "
+                f"original's last turn ({len(self.originals)} turns)."
+            )
+        original = self.originals[position]
+        if original.status not in (Turn.Status.DONE, Turn.Status.FAILED) and not (
+            TurnStep.objects.filter(turn=original).exists()
+        ):  # the original stopped before this turn ran: so does the replay
+            self._end(Replay.Status.MATCHED)
+            return None
+        return original
+
+    def _replay_turn(self, turn: Turn, original: Turn, posted: int) -> int:
+        """Run `turn` as `original` ran, after the PM's posts it saw; the posts made."""
+        self.current = (turn, original)
+        # Read here: ask_multi asks its consultants from threads of their own.
+        self.consultations = {}
+        for row in Consultation.objects.filter(turn=original).select_related("profile"):
+            name = row.profile.name if row.profile else ""
+            self.consultations.setdefault(name, []).append(row)
+        if original.agent.name != turn.agent.name or original.purpose != turn.purpose:
+            raise _Diverged(
+                f"turn {original.number}: the original's turn was "
+                f"{original.agent.name}'s ({original.purpose}), the replay's is "
+                f"{turn.agent.name}'s ({turn.purpose})."
+            )
+        snapshot = original.snapshot_message_id or 0
+        while posted < len(self.posts) and self.posts[posted].pk <= snapshot:
+            services.message_add(
+                team=self.team,
+                content=self.posts[posted].content,
+                kind=Message.Kind.PM,
+                author_label=self.posts[posted].author_label,
+            )
+            posted += 1
+        token = replaying.set(self)
+        try:
+            loop.run_turn(turn.id, WORKER)
+        finally:
+            replaying.reset(token)
+        return posted
+
+    def _close(self) -> Replay:
+        """The replay's row as the run left it."""
         if self.row.status == Replay.Status.RUNNING:
             replayed = Turn.objects.filter(team=self.team).count()
             later = [t for t in self.originals[replayed:] if t.status == Turn.Status.DONE]

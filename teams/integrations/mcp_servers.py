@@ -102,50 +102,64 @@ def _check(server: McpServer) -> None:
     """Every rule of a server's settings; the other transport's settings are cleared."""
     validated(server, exclude=["team", "tools", "listed_at", "error", "error_at"])
     if server.transport == Transport.STDIO:
-        command = _string_list(server.command, "command", most=MAX_COMMAND_PARTS)
-        if not command or not command[0].strip():
+        _check_stdio(server)
+    else:
+        _check_http(server)
+    _check_reach(server)
+    _check_approvals(server)
+
+
+def _check_stdio(server: McpServer) -> None:
+    command = _string_list(server.command, "command", most=MAX_COMMAND_PARTS)
+    if not command or not command[0].strip():
+        raise InvalidInput(
+            "A stdio server needs its command: the program, then its arguments.",
+            field="command",
+        )
+    for part in command:
+        if "\x00" in part or len(part) > MAX_COMMAND_PART_CHARS:
             raise InvalidInput(
-                "A stdio server needs its command: the program, then its arguments.",
+                f"Each part of the command is at most {MAX_COMMAND_PART_CHARS} "
+                "characters, without NUL.",
                 field="command",
             )
-        for part in command:
-            if "\x00" in part or len(part) > MAX_COMMAND_PART_CHARS:
-                raise InvalidInput(
-                    f"Each part of the command is at most {MAX_COMMAND_PART_CHARS} "
-                    "characters, without NUL.",
-                    field="command",
-                )
-        env_vars = _string_list(server.env_vars, "env_vars", most=MAX_VARIABLES)
-        server.command = command
-        server.env_vars = list(dict.fromkeys(_variable(n, "env_vars") for n in env_vars))
-        server.url, server.header_vars = "", {}
-    else:
-        url = (server.url or "").strip()
-        parts = urlsplit(url) if url and not any(c.isspace() or c == "\x00" for c in url) else None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+    env_vars = _string_list(server.env_vars, "env_vars", most=MAX_VARIABLES)
+    server.command = command
+    server.env_vars = list(dict.fromkeys(_variable(n, "env_vars") for n in env_vars))
+    server.url, server.header_vars = "", {}
+
+
+def _check_http(server: McpServer) -> None:
+    url = (server.url or "").strip()
+    parts = urlsplit(url) if url and not any(c.isspace() or c == "\x00" for c in url) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInput(
+            "A streamable HTTP server needs its URL: http:// or https://, with a host.",
+            field="url",
+        )
+    try:  # the outbound guard: no private address (as webhooks and consultants)
+        outbound.check_url(url)
+    except outbound.Refused as exc:
+        raise InvalidInput(f"This URL is not used: {exc.reason}.", field="url") from None
+    headers = server.header_vars if server.header_vars is not None else {}
+    if not isinstance(headers, dict) or len(headers) > MAX_VARIABLES:
+        raise InvalidInput(
+            f"header_vars maps at most {MAX_VARIABLES} header names to variable names.",
+            field="header_vars",
+        )
+    for header, variable in headers.items():
+        if not isinstance(header, str) or not HEADER_NAME_PATTERN.match(header):
             raise InvalidInput(
-                "A streamable HTTP server needs its URL: http:// or https://, with a host.",
-                field="url",
-            )
-        try:  # the outbound guard: no private address (as webhooks and consultants)
-            outbound.check_url(url)
-        except outbound.Refused as exc:
-            raise InvalidInput(f"This URL is not used: {exc.reason}.", field="url") from None
-        headers = server.header_vars if server.header_vars is not None else {}
-        if not isinstance(headers, dict) or len(headers) > MAX_VARIABLES:
-            raise InvalidInput(
-                f"header_vars maps at most {MAX_VARIABLES} header names to variable names.",
+                f"{header!r} is not a header name (letters, digits and dashes).",
                 field="header_vars",
             )
-        for header, variable in headers.items():
-            if not isinstance(header, str) or not HEADER_NAME_PATTERN.match(header):
-                raise InvalidInput(
-                    f"{header!r} is not a header name (letters, digits and dashes).",
-                    field="header_vars",
-                )
-            _variable(variable, "header_vars")
-        server.url, server.header_vars = url, dict(headers)
-        server.command, server.env_vars = [], []
+        _variable(variable, "header_vars")
+    server.url, server.header_vars = url, dict(headers)
+    server.command, server.env_vars = [], []
+
+
+def _check_reach(server: McpServer) -> None:
+    """Who may use its tools: roles and phases."""
     roles = _string_list(server.roles, "roles", most=len(AgentRole.values))
     for role in roles:
         if role not in AgentRole.values:
@@ -161,6 +175,9 @@ def _check(server: McpServer) -> None:
                 field="phases",
             )
     server.roles, server.phases = list(dict.fromkeys(roles)), list(dict.fromkeys(phases))
+
+
+def _check_approvals(server: McpServer) -> None:
     _policy(server.approval, "approval")
     approvals = server.tool_approvals if server.tool_approvals is not None else {}
     if not isinstance(approvals, dict) or len(approvals) > MAX_TOOLS:

@@ -81,47 +81,49 @@ def drift_and_tokens(turns) -> str:
     turns = list(turns)
     if not turns:
         return "No turns yet."
-    n = len(turns)
-    step = PLOT_W / n
-    bottom = TOP + PLOT_H
     top_tokens, token_step = nice_top(max(input_tokens(t) for t in turns))
     parts = [format_html('<rect width="{}" height="{}" fill="#fff" stroke="#ddd"/>', WIDTH, HEIGHT)]
+    parts += _drift_axis()
+    parts += _tokens_axis(top_tokens, token_step)
+    parts += _bars_and_drift(turns, top_tokens)
+    parts += _drift_legend()
+    return _svg(parts, f"drift score and input tokens over the last {len(turns)} turns")
 
-    # Left axis: the drift score, with grid lines at its ticks.
+
+def _rotated_label(x: float, text: str, degrees: int) -> str:
+    y = TOP + PLOT_H / 2
+    return _text(x, y, text, extra=f' transform="rotate({degrees} {x} {y:.1f})"')
+
+
+def _drift_axis() -> list:
+    """The left axis: the drift score, with grid lines at its ticks."""
+    bottom, parts = TOP + PLOT_H, []
     for tick in DRIFT_TICKS:
         y = bottom - PLOT_H * tick / 100
         parts.append(_line(LEFT, y, LEFT + PLOT_W, y, GRID))
         parts.append(_line(LEFT - 4, y, LEFT, y, AXIS))
         parts.append(_text(LEFT - 7, y + 4, tick, anchor="end"))
     parts.append(_line(LEFT, TOP, LEFT, bottom, AXIS))
-    label_x, label_y = 14, TOP + PLOT_H / 2
-    parts.append(
-        _text(
-            label_x,
-            label_y,
-            "drift score",
-            extra=f' transform="rotate(-90 {label_x} {label_y:.1f})"',
-        )
-    )
+    parts.append(_rotated_label(14, "drift score", -90))
+    return parts
 
-    # Right axis: input tokens per turn.
-    right = LEFT + PLOT_W
+
+def _tokens_axis(top_tokens: int, token_step: int) -> list:
+    """The right axis: input tokens per turn."""
+    bottom, right, parts = TOP + PLOT_H, LEFT + PLOT_W, []
     for tick in range(0, top_tokens + 1, token_step):
         y = bottom - PLOT_H * tick / top_tokens
         parts.append(_line(right, y, right + 4, y, AXIS))
         parts.append(_text(right + 7, y + 4, f"{tick:,}", anchor="start"))
     parts.append(_line(right, TOP, right, bottom, AXIS))
-    label_x = WIDTH - 10
-    parts.append(
-        _text(
-            label_x,
-            label_y,
-            "input tokens",
-            extra=f' transform="rotate(90 {label_x} {label_y:.1f})"',
-        )
-    )
+    parts.append(_rotated_label(WIDTH - 10, "input tokens", 90))
+    return parts
 
-    # Bars and the line, turn by turn; the x axis names every few turns.
+
+def _bars_and_drift(turns: list, top_tokens: int) -> list:
+    """Bars and the line, turn by turn; the x axis names every few turns."""
+    n, bottom, parts = len(turns), TOP + PLOT_H, []
+    step = PLOT_W / n
     points, every = [], max(1, -(-n // MAX_X_LABELS))
     for i, turn in enumerate(turns):
         x = LEFT + i * step
@@ -145,45 +147,46 @@ def drift_and_tokens(turns) -> str:
         if i % every == 0 or i == n - 1:
             parts.append(_line(x + step / 2, bottom, x + step / 2, bottom + 4, AXIS))
             parts.append(_text(x + step / 2, bottom + 15, turn.number))
-    parts.append(_line(LEFT, bottom, right, bottom, AXIS))
+    parts.append(_line(LEFT, bottom, LEFT + PLOT_W, bottom, AXIS))
     parts.append(_text(LEFT + PLOT_W / 2, HEIGHT - 8, "turn"))
-    if points:
-        parts.append(
-            format_html(
-                '<polyline points="{}" fill="none" stroke="{}" stroke-width="2"/>',
-                " ".join(f"{x:.1f},{y:.1f}" for x, y, _ in points),
-                LINE,
-            )
-        )
-        parts.append(
-            format_html_join(
-                "",
-                '<circle class="point" cx="{}" cy="{}" r="2.5" fill="{}">'
-                "<title>turn {}: drift {}</title></circle>",
-                (
-                    (f"{x:.1f}", f"{y:.1f}", LINE, turn.number, turn.drift_score)
-                    for x, y, turn in points
-                ),
-            )
-        )
+    return parts + _drift_line(points)
 
-    # The legend, above the plot.
-    parts.append(format_html('<rect x="{}" y="10" width="12" height="10" fill="{}"/>', LEFT, BAR))
-    parts.append(
-        _text(LEFT + 17, 19, "input tokens per turn (with cache reads and writes)", "start")
-    )
+
+def _drift_line(points: list) -> list:
+    if not points:
+        return []
+    return [
+        format_html(
+            '<polyline points="{}" fill="none" stroke="{}" stroke-width="2"/>',
+            " ".join(f"{x:.1f},{y:.1f}" for x, y, _ in points),
+            LINE,
+        ),
+        format_html_join(
+            "",
+            '<circle class="point" cx="{}" cy="{}" r="2.5" fill="{}">'
+            "<title>turn {}: drift {}</title></circle>",
+            (
+                (f"{x:.1f}", f"{y:.1f}", LINE, turn.number, turn.drift_score)
+                for x, y, turn in points
+            ),
+        ),
+    ]
+
+
+def _drift_legend() -> list:
+    """The legend, above the plot."""
     legend_x = LEFT + 330
-    parts.append(
+    return [
+        format_html('<rect x="{}" y="10" width="12" height="10" fill="{}"/>', LEFT, BAR),
+        _text(LEFT + 17, 19, "input tokens per turn (with cache reads and writes)", "start"),
         format_html(
             '<line x1="{}" y1="15" x2="{}" y2="15" stroke="{}" stroke-width="2"/>',
             legend_x,
             legend_x + 14,
             LINE,
-        )
-    )
-    parts.append(_text(legend_x + 19, 19, "drift score (0-100)", "start"))
-
-    return _svg(parts, f"drift score and input tokens over the last {n} turns")
+        ),
+        _text(legend_x + 19, 19, "drift score (0-100)", "start"),
+    ]
 
 
 AGENT_COLORS = ("#1c7ed6", "#d9480f", "#2b8a3e", "#862e9c", "#e67700", "#0b7285", "#c2255c")
@@ -222,7 +225,13 @@ def tokens_by_agent(turns) -> str:
     by_agent: dict[str, list] = {}
     for turn in sorted(turns, key=lambda t: t.number):
         by_agent.setdefault(turn.agent.name, []).append(turn)
-    legend_x = LEFT
+    parts += _agent_lines(by_agent, at)
+    return _svg(parts, f"input tokens per turn of each agent over turns {first} to {last}")
+
+
+def _agent_lines(by_agent: dict[str, list], at) -> list:
+    """Each agent's line, its points and its legend entry; `at(turn)` places a point."""
+    parts, legend_x = [], LEFT
     for i, (name, own) in enumerate(by_agent.items()):
         color = AGENT_COLORS[i % len(AGENT_COLORS)]
         parts.append(
@@ -255,4 +264,4 @@ def tokens_by_agent(turns) -> str:
         )
         parts.append(_text(legend_x + 19, 19, name, "start"))
         legend_x += 30 + 7 * len(name)
-    return _svg(parts, f"input tokens per turn of each agent over turns {first} to {last}")
+    return parts
