@@ -12,7 +12,6 @@ import secrets
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from teams.errors import Conflict, InvalidInput, NotFound, PermissionDenied, integrity_as, validated
@@ -295,21 +294,6 @@ def message_add(
         phase=team.phase if phase is None else phase,
     )
     events.publish(events.MessageCreated.of(message), team_id=team.id)
-    return message
-
-
-@transaction.atomic
-def message_edit(*, message: Message, content: str) -> Message:
-    """Change what a message says (a correction). Messages are otherwise never changed
-    once written, so a process that kept an agent's rendered history trusts the lines
-    it read: the team's context version moves with the edit, which makes every process
-    read the history again."""
-    if not content or not content.strip():
-        raise InvalidInput("A message needs some content.", field="content")
-    human_text_check(content, field="content")
-    Message.objects.filter(pk=message.pk).update(content=content)
-    Team.objects.filter(pk=message.team_id).update(context_version=F("context_version") + 1)
-    message.content = content
     return message
 
 

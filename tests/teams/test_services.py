@@ -218,3 +218,32 @@ def test_an_agents_hierarchy_is_capped_like_any_human_text(team, agents):
     coder.trajectory = "x" * (HUMAN_TEXT_LIMIT + 1)
     with pytest.raises(InvalidInput, match="At most 20000 characters"):
         validated(coder)
+
+
+def test_every_service_has_a_caller_besides_the_tests():
+    """A write no face, engine, tool or other service calls is dead code that still
+    has to be kept correct (services.message_edit was one)."""
+    import ast
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    source = (root / "teams" / "services.py").read_text()
+    names = [
+        node.name
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
+    ]
+    code = [
+        path.read_text()
+        for package in ("teams", "tools", "loomsite")
+        for path in (root / package).rglob("*.py")
+        if "migrations" not in path.parts and path.name != "services.py"
+    ]
+    uncalled = [
+        name
+        for name in names
+        if len(re.findall(rf"\b{name}\b", source)) < 2
+        and not any(re.search(rf"\b{name}\b", text) for text in code)
+    ]
+    assert len(names) > 10 and uncalled == []

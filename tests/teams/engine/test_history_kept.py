@@ -64,12 +64,6 @@ def test_a_kept_history_gives_the_request_a_cold_build_gives(team, agents):
     request = _warm_and_cold(coder, team)
     assert "Point number 0." not in request and "[Context offloaded] 5 earlier" in request
 
-    # An edited message reads as it is now.
-    _request(coder, team)
-    services.message_edit(message=said[7], content="Point number 7, corrected.")
-    request = _warm_and_cold(coder, team)
-    assert "Point number 7, corrected." in request
-
     # A question: shown while open, gone once answered.
     query = questions.ask(team=team, origin=reviewer, question="Which parser?", target="coder")
     assert "Which parser?" in _warm_and_cold(coder, team)
