@@ -16,6 +16,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from teams.api import (
     agents,
     consultants,
+    evals,
     forks,
     knowledge,
     mcp_servers,
@@ -63,6 +64,7 @@ ROUTERS = (
     mcp_servers,
     forks,
     steering,
+    evals,
 )
 for router in ROUTERS:
     api.add_router("", router.router)

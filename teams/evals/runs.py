@@ -100,6 +100,22 @@ def eval_run_get(*, run_id: int) -> EvalRun:
     return run
 
 
+def eval_runs_visible_to(*, user):
+    """The runs a person may read: a superuser all, anyone else the runs they started."""
+    if user is None:
+        return EvalRun.objects.none()
+    runs = EvalRun.objects.all()
+    return runs if user.is_superuser else runs.filter(created_by=user)
+
+
+def eval_run_visible(*, run_id: int, user) -> EvalRun:
+    """The run, when `user` may read it; NotFound otherwise (as for one that is not)."""
+    run = eval_runs_visible_to(user=user).filter(pk=run_id).first()
+    if run is None:
+        raise NotFound(f"No eval run {run_id}.")
+    return run
+
+
 # --- advancing ---------------------------------------------------------------------
 
 

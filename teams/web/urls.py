@@ -1,6 +1,6 @@
 from django.urls import path
 
-from teams.web import time_travel, views
+from teams.web import eval_pages, time_travel, views
 
 urlpatterns = [
     path("", views.team_list, name="team-list"),
@@ -25,4 +25,11 @@ urlpatterns = [
     ),
     path("pm/", views.pm_inbox, name="pm-inbox"),
     path("pm/<int:request_id>/answer/", views.pm_answer, name="pm-answer"),
+    path("evals/", eval_pages.eval_list, name="eval-list"),
+    path("evals/<int:run_id>/", eval_pages.eval_run, name="eval-run"),
+    path(
+        "evals/<int:run_id>/compare/<int:other>",
+        eval_pages.eval_compare,
+        name="eval-compare",
+    ),
 ]

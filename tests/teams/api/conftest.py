@@ -65,4 +65,8 @@ def furnished(team, agents):
     mcp_servers.mcp_server_create(
         team=team, name="critic", transport="http", url="https://mcp.example.test/mcp"
     )
+    # An eval run (a superuser reads every one) for /evals/{run_id}.
+    from teams.models import EvalRun
+
+    furnished.eval_run = EvalRun.objects.create(suite_name="furnished", suite={})
     return furnished

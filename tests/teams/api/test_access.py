@@ -66,6 +66,13 @@ BODIES = {
     "teams_next_speaker": {"agent": "coder"},
     "agents_nudge": {"text": "Keep it small."},
     "agents_seat": {"text": "I will keep it small."},
+    "evals_create": {
+        "suite": {
+            "name": "one",
+            "team": {"agents": [{"name": "coach", "role": "coach", "model": "loom-offline"}]},
+            "cases": [{"name": "a", "goal": "Plan it.", "checks": [{"max_turns": 5}]}],
+        }
+    },
 }
 # A valid query for each operation that needs one (the file `furnished` wrote).
 QUERIES = {
@@ -111,6 +118,7 @@ PM_ONLY = {
     "teams_next_speaker",
     "agents_nudge",
     "agents_seat",
+    "evals_create",
 }
 # PM_ONLY operations that only read.
 PM_ONLY_READS = {
@@ -153,6 +161,7 @@ def concrete(template: str, furnished, agent="reviewer", webhook_id=1) -> str:
         .replace("{name}", "critic")
         .replace("{webhook_id}", str(webhook_id))
         .replace("{other}", "alpha")
+        .replace("{run_id}", str(furnished.eval_run.pk))
     )
 
 
@@ -234,7 +243,7 @@ def test_an_agents_token_cannot_act_as_the_pm(op_id, method, template, furnished
     assert response.status_code == 403, (op_id, response.content)
     expected = (
         "A team token reaches its own team only"
-        if op_id == "teams_create"
+        if op_id in ("teams_create", "evals_create")
         else "This token acts only as agent 'coder'"
     )
     assert expected in response.json()["detail"]
