@@ -11,10 +11,13 @@ gives (teams.engine.evals)."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import re
 import shutil
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -23,8 +26,10 @@ import anyio
 from pydantic_evals import Case, Dataset
 from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorContext
 
+from teams.errors import LoomError
 from teams.evals import suites
 from teams.evals.judge import Verdict
+from teams.files import sandbox
 
 MAX_FILES = 200  # read for the judge and the file checks
 MAX_FILE_BYTES = 200 * 1024
@@ -155,10 +160,6 @@ class Command(_Slow):
     kind = "command"
 
     def evaluate(self, ctx: EvaluatorContext) -> dict:
-        try:
-            from teams.files.sandbox import sandbox_run
-        except ImportError:
-            return self.result(False, "Error: this Loom has no run_command sandbox to run it in.")
         with tempfile.TemporaryDirectory(prefix="loom-eval-") as scratch:
             copy = Path(scratch) / "workspace"
             shutil.copytree(ctx.output.folder, copy, symlinks=True)
@@ -166,14 +167,14 @@ class Command(_Slow):
                 target = copy / path
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text, encoding="utf-8")
-            ran = sandbox_run(
-                directory=copy, command=self.command, timeout_seconds=self.timeout_seconds
-            )
-        exit_code = getattr(ran, "exit_code", None)
-        output = getattr(ran, "output", "") or ""
-        if getattr(ran, "timed_out", False):
-            return self.result(False, f"timed out after {self.timeout_seconds} s\n{_short(output)}")
-        return self.result(exit_code == 0, f"exit {exit_code}\n{_short(output)}".strip())
+            try:
+                ran = sandbox.sandbox_run(
+                    directory=copy, command=self.command, timeout_seconds=self.timeout_seconds
+                )
+            except LoomError as exc:  # no sandbox here, or none free for a whole timeout
+                return self.result(False, f"Error: {exc.message}")
+        output = "\n".join(part for part in (ran.stdout.strip(), ran.stderr.strip()) if part)
+        return self.result(ran.ok, f"{ran.status()}\n{_short(output)}".strip())
 
 
 @dataclass
@@ -210,6 +211,22 @@ def evaluators_for(checks: list, *, judge: Judge, default_judge: str) -> list[_C
     return made
 
 
+def _evaluate(dataset: Dataset, task, concurrency: int):
+    """The dataset's report, from a thread of its own when this one runs an event loop
+    already (nothing the evaluators do needs this thread: they read no database)."""
+    run = functools.partial(
+        dataset.evaluate, task, name="loom-eval", max_concurrency=concurrency, progress=False
+    )
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return dataset.evaluate_sync(
+            task, name="loom-eval", max_concurrency=concurrency, progress=False
+        )
+    with ThreadPoolExecutor(1, "loom-eval-score") as pool:
+        return pool.submit(lambda: asyncio.run(run())).result()
+
+
 @dataclass
 class ToScore:
     """One finished case to score: its key, its outcome, its suite checks."""
@@ -233,9 +250,7 @@ def score(
         name="loom-eval",
         cases=[Case(name=c.key, inputs=c.key, evaluators=made[c.key]) for c in cases],
     )
-    report = dataset.evaluate_sync(
-        outcomes.__getitem__, name="loom-eval", max_concurrency=concurrency, progress=False
-    )
+    report = _evaluate(dataset, outcomes.__getitem__, concurrency)
     results: dict[str, list[CheckResult]] = {}
     for row in report.cases:
         found: dict[int, CheckResult] = {}

@@ -1,20 +1,22 @@
 """The eval pages in a real browser: a run's page (its cases, their teams, the failing
 checks' detail), the compare form, and the compare page with the changed verdicts."""
 
-from django.core.management import call_command
 from playwright.sync_api import expect
 
 from teams.models import EvalRun
 from tests.browser.conftest import SCREENSHOTS, log_in
+from tests.live_site import manage
 from tests.teams.evals.helpers import case, suite_file
 
 
-def test_a_run_page_and_the_compare_page(start_site, browser, pm_user, tmp_path):
+def test_a_run_page_and_the_compare_page(start_site, browser, pm_user, tmp_path, private_data_dir):
     suite = suite_file(tmp_path, [case("steady"), case("fragile", checks=[{"max_turns": 40}])])
-    call_command("eval", "run", str(suite), "--concurrency", "1")
-    call_command("eval", "run", str(suite), "--concurrency", "1", "--set", "max_turns=3")
+    # As an operator runs them: the command in a process of its own, on this database.
+    env = {"LOOM_OFFLINE_DELAY": "0", "LOOM_DATA_DIR": str(private_data_dir)}
+    manage("eval", "run", str(suite), "--concurrency", "1", timeout=120, **env)
+    manage("eval", "run", str(suite), "--set", "max_turns=3", timeout=120, **env)
     first, second = EvalRun.objects.order_by("id")
-    site = start_site()
+    site = start_site(LOOM_DATA_DIR=str(private_data_dir))
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     problems = []
     context.on(

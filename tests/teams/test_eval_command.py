@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from teams.models import Agent, EvalCase, EvalRun, Team, Turn
+from teams.files import workspace
+from teams.models import Agent, EvalCase, EvalRun, Message, Team, Turn
 from tests.fakes.messages_api import text
 from tests.teams.evals.helpers import GOAL, PLAN, case, checks_of, run_eval, suite_file
 
@@ -19,7 +20,7 @@ CASE_KEYS = {"case", "repeat", "team", "status", "passed", "checks", "turns", "c
 pytestmark = pytest.mark.django_db
 
 
-def test_the_demo_suite_passes_three_cases_and_fails_the_one_marked_so(tmp_path):
+def test_the_demo_suite_passes_three_cases_and_fails_the_one_marked_so(tmp_path, sandbox_ready):
     report = run_eval(tmp_path, ROOT / "evals" / "demo.yaml")
 
     assert set(report) == REPORT_KEYS
@@ -37,11 +38,53 @@ def test_the_demo_suite_passes_three_cases_and_fails_the_one_marked_so(tmp_path)
         "passed": False,
         "detail": "shortener.py does not exist",
     }
+    hidden = checks_of(report, "fails-on-purpose")[2]
+    assert hidden["kind"] == "command" and hidden["passed"] is False
+    assert "No module named 'shortener'" in hidden["detail"]
+    assert checks_of(report, "outline")[2]["detail"].startswith("exit code 0 after")
     assert report["summary"]["passed"] == 3 and report["summary"]["total"] == 4
     assert report["summary"]["turns"] == sum(c["turns"] for c in report["cases"]) > 0
     team = Team.objects.get(slug=report["cases"][0]["team"])
     assert team.status == Team.Status.DONE
     assert team.eval_case.run_id == report["run"]
+
+
+HIDDEN_PASSES = """from pathlib import Path
+
+def test_the_plan_names_the_goal():
+    assert "Goal: Outline a word counter" in Path("notes/plan.md").read_text()
+"""
+HIDDEN_FAILS = """from counter import count_words
+
+def test_counts_words():
+    assert count_words("a b") == 2
+"""
+
+
+def test_command_checks_run_hidden_tests_on_a_copy_of_the_workspace(tmp_path, sandbox_ready):
+    checks = [
+        {
+            "command": "python3 -m pytest -q check_plan.py",
+            "files": {"check_plan.py": HIDDEN_PASSES},
+        },
+        {
+            "command": "python3 -m pytest -q check_counter.py",
+            "files": {"check_counter.py": HIDDEN_FAILS},
+        },
+    ]
+    report = run_eval(tmp_path, suite_file(tmp_path, [case(checks=checks)]))
+
+    passes, fails = checks_of(report, "outline")
+    assert passes["kind"] == "command" and passes["passed"] is True
+    assert passes["detail"].startswith("exit code 0 after") and "1 passed" in passes["detail"]
+    assert fails["passed"] is False and fails["detail"].startswith("exit code 2 after")
+    assert "No module named 'counter'" in fails["detail"]
+    # The team never saw the hidden files: not in its workspace, not in its conversation.
+    team = Team.objects.get(slug=report["cases"][0]["team"])
+    folder = workspace.workspace_root(team)
+    assert (folder / PLAN).is_file()
+    assert not (folder / "check_plan.py").exists() and not (folder / "check_counter.py").exists()
+    assert not Message.objects.filter(team=team, content__contains="check_").exists()
 
 
 def test_file_checks_and_the_turn_and_cost_budgets(tmp_path):
