@@ -89,6 +89,11 @@ class Tool:
     # team statuses the tool works in.
     writes: ClassVar[bool] = True
     statuses: ClassVar[frozenset[str] | None] = None
+    # What having this tool lets an agent do, in a teammate's words ("writes files"):
+    # the system prompt names it on each teammate's line where the tool is theirs in
+    # the phase, so a plan gives work only to who can do it. "" for tools every agent
+    # has or that change nothing a plan hangs on.
+    ability: ClassVar[str] = ""
     # The most characters of its result the model reads (one policy, per-tool budgets:
     # a tool whose result holds several answers bounds each itself, within this).
     result_limit: ClassVar[int] = MAX_RESULT_CHARS

@@ -59,6 +59,7 @@ class AskPm(Tool):
     Params = AskPmParams
 
     roles = COACH_ONLY
+    ability = "asks the PM"
 
     @classmethod
     def digest(cls, params, result) -> str:
@@ -97,6 +98,7 @@ class SignalPhaseComplete(Tool):
     Params = PhaseCompleteParams
 
     roles = COACH_ONLY
+    ability = "closes the phase"
 
     @classmethod
     def digest(cls, params, result) -> str:

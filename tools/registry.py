@@ -81,6 +81,27 @@ def toolset(agent, team) -> list[type[Tool]]:
     return [tool for tool in team_tools(team) if tool.available_to(agent, team)]
 
 
+def abilities(role: str, team, phase: str) -> tuple[list[str], list[str]]:
+    """What an agent of `role` can do in `phase` beyond discussing and reading, by the
+    tools it has then (Tool.ability; "with the PM's approval" where the team's policy
+    asks), and what it can do in other phases of the team, with those phases."""
+    now, later = [], []
+    for tool in _load().values():
+        if not tool.ability or policy(tool, team) == ApprovalPolicy.NEVER:
+            continue
+        roles, phase_allowed, _words = tool.access(team)
+        if (roles is not None and role not in roles) or tool.refusal(team):
+            continue
+        if phase_allowed(phase):
+            asks = policy(tool, team) == ApprovalPolicy.ASK
+            now.append(tool.ability + (" (with the PM's approval)" if asks else ""))
+            continue
+        phases = [p for p in team.phases if phase_allowed(p)]
+        if phases:
+            later.append(f"{tool.ability} in {', '.join(phases)}")
+    return now, later
+
+
 # What a process keeps of the team toolsets it built: the team's tools and their
 # definitions, by everything they depend on (which of them an agent gets is decided
 # on each turn: its role and the phase). The team's fields count all but those no

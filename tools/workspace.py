@@ -157,6 +157,7 @@ class FileWrite(Tool):
         "workspace: trying to leave it is recorded as a violation."
     )
     Params = WriteParams
+    ability = "writes files"
     roles = frozenset({Agent.Role.CODER.value, Agent.Role.REVIEWER.value})
     phase_rule = (IMPLEMENTATION_LIKE, implementation_like)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from teams.conversation import hierarchy, phase_guide
 from teams.engine.reply import DEFAULT_MAX_TOKENS
 from teams.models import Agent, Anchor, Team
+from tools import registry
 from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
 from tools.mesh import DeclareIntent, MapContext
 from tools.workspace import FileWrite
@@ -106,7 +107,7 @@ def stable_text(
     """The system text before the anchors (`agents`: the roster, when read)."""
     parts = [
         f"Your name is {agent.name} and your role is {agent.role}.",
-        team_line(agent, team, agents),
+        team_lines(agent, team, phase, agents),
         agent.role_prompt or ROLE_PROMPTS.get(agent.role, ""),
         NORMS,
         phase_text(agent, team, phase),
@@ -127,10 +128,24 @@ def roster(team: Team) -> list[tuple[int, str, str]]:
     return list(team.agents.order_by("position", "id").values_list("id", "name", "role"))
 
 
-def team_line(agent: Agent, team: Team, agents: list[tuple[int, str, str]] | None = None) -> str:
-    """Who else is on the team, by @name and role (`agents`: the roster, when read)."""
-    others = [f"@{name} ({role})" for pk, name, role in (agents or roster(team)) if pk != agent.pk]
-    return "Your teammates: " + (", ".join(others) if others else "none") + "."
+def team_lines(
+    agent: Agent, team: Team, phase: str, agents: list[tuple[int, str, str]] | None = None
+) -> str:
+    """Who is on the team, by @name and role, one line each with what each can do in
+    `phase` (`agents`: the roster, when read), so a plan gives work only to who can do
+    it."""
+    lines = [
+        "Your team, and what each of you can do in this phase besides discussing and "
+        "reading the workspace:"
+    ]
+    for pk, name, role in agents or roster(team):
+        now, later = registry.abilities(role, team, phase)
+        can = ", ".join(now) if now else "discusses only"
+        if later:
+            can += f" (later: {'; '.join(later)})"
+        who = f"you (@{name}, {role})" if pk == agent.pk else f"@{name} ({role})"
+        lines.append(f"- {who}: {can}")
+    return "\n".join(lines)
 
 
 def phase_text(agent: Agent, team: Team, phase: str) -> str:

@@ -146,9 +146,13 @@ def test_an_agent_renamed_or_added_between_turns_is_in_the_next_request(team, ag
     Agent.objects.filter(pk=reviewer.pk).update(name="critic")  # no save()
     Agent.objects.filter(pk=agents["coach"].pk).update(position=99)
     request = _sent(team, coder)
-    assert "Your teammates: @researcher (researcher), @critic (reviewer), @coach (coach)." in (
-        request
-    )
+    team_lines = request.split("besides discussing and reading the workspace:", 1)[1]
+    assert [line.split(":")[0] for line in team_lines.split("\\n")[1:5]] == [
+        "- @researcher (researcher)",
+        "- you (@coder, coder)",
+        "- @critic (reviewer)",
+        "- @coach (coach)",
+    ]
 
 
 def test_an_mcp_server_added_changed_relisted_or_deleted_shows_in_the_next_request(team, agents):

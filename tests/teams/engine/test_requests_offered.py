@@ -10,10 +10,13 @@ from teams.models import ConsultantProfile, Message
 from teams.run import team_actions
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, per_agent
+from tools import registry
 from tools.consult import AskMulti, AskPeer, ReadConsultation
 from tools.mesh import MapContext
+from tools.workspace import FileWrite
 
 AGENTS = ("coach", "researcher", "coder", "reviewer")
+WRITES_OR_RUNS = {"writes files", "edits files", "runs commands"}
 CONSULTATION_TOOLS = {AskPeer.name, AskMulti.name, ReadConsultation.name}
 
 
@@ -63,3 +66,34 @@ def test_a_turns_text_is_once_in_the_conversation_and_its_notes_on_the_turn_page
     assert seen.count(said) == 1 and notes not in seen
     page = admin_client.get(reverse("admin:teams_turn_change", args=[coach_turn.pk]))
     assert "Working notes" in page.content.decode() and notes in page.content.decode()
+
+
+def test_each_teammates_abilities_are_named_and_no_write_tool_in_refinement(team, messages_api):
+    api = messages_api(per_agent({name: [text("Noted.")] for name in AGENTS}))
+    team_actions.team_start(team=team)
+    drain(team, limit=4)
+    coach, coder = of(api, "coach")[0], of(api, "coder")[0]
+    assert (
+        "Your team, and what each of you can do in this phase besides discussing and "
+        "reading the workspace:\n"
+        "- you (@coach, coach): asks the PM, closes the phase\n"
+        "- @researcher (researcher): discusses only\n"
+        "- @coder (coder): discusses only (later: writes files in implementation)\n"
+        "- @reviewer (reviewer): discusses only (later: writes files in implementation)"
+    ) in coach.system_text
+    assert "- you (@coder, coder): discusses only (later: writes files in" in coder.system_text
+    writers = {t.name for t in registry.all_tools() if t.ability in WRITES_OR_RUNS}
+    assert FileWrite.name in writers
+    assert writers.isdisjoint(r for request in api.requests for r in request.tool_names)
+
+
+def test_the_abilities_follow_the_phase_and_the_teams_policies(team, messages_api):
+    team.phase_index = team.phases.index("implementation")
+    team.tool_approvals = {FileWrite.name: "ask"}
+    team.save()
+    api = messages_api(per_agent({name: [text("Noted.")] for name in AGENTS}))
+    team_actions.team_start(team=team)
+    drain(team, limit=1)
+    assert (
+        "- @coder (coder): writes files (with the PM's approval)" in of(api, "coach")[0].system_text
+    )
