@@ -77,6 +77,21 @@ def anchor_save_from(request, anchor: Anchor) -> Anchor:
     )
 
 
+class EvalTeamFilter(admin.SimpleListFilter):
+    """Teams an eval run made (one per case and repeat), or the others."""
+
+    title = "made by an eval"
+    parameter_name = "eval"
+
+    def lookups(self, request, model_admin):
+        return (("yes", "Yes"), ("no", "No"))
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            return queryset.filter(eval_case__isnull=self.value() == "no")
+        return queryset
+
+
 @admin.register(Team)
 class TeamAdmin(BudgetFieldsMixin, TeamScopedAdmin):
     form = TeamForm
@@ -91,7 +106,7 @@ class TeamAdmin(BudgetFieldsMixin, TeamScopedAdmin):
         "live_link",
         "updated_at",
     )
-    list_filter = ("status",)
+    list_filter = ("status", EvalTeamFilter)
     search_fields = ("slug", "name", "goal")
     prepopulated_fields = {"slug": ("name",)}
     # Live state is shown, never edited: it changes through the actions (services)

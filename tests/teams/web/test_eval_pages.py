@@ -49,3 +49,17 @@ def test_the_list_and_a_run_are_for_the_person_who_started_it(two_runs, pm, supe
     assert "No eval runs yet" in listing
     everything = client_for(superuser).get("/evals/").content.decode()
     assert f'href="/evals/{first.pk}/"' in everything
+
+
+def test_an_eval_team_is_marked_in_its_live_view_and_the_admin(two_runs, superuser, team):
+    first, _ = two_runs
+    eval_team = first.cases.get(case="steady").team
+    browser = client_for(superuser)
+
+    live = browser.get(f"/teams/{eval_team.slug}/").content.decode()
+    assert f'case steady #1 of <a href="/evals/{first.pk}/">eval run {first.pk}</a>' in live
+    assert 'id="eval-note"' not in browser.get(f"/teams/{team.slug}/").content.decode()
+    made = browser.get("/admin/teams/team/?eval=yes").content.decode()
+    others = browser.get("/admin/teams/team/?eval=no").content.decode()
+    assert eval_team.slug in made and team.slug not in made
+    assert team.slug in others and eval_team.slug not in others
