@@ -22,6 +22,12 @@ class TeamsConfig(AppConfig):
         from teams.files import revisions
 
         post_delete.connect(revisions.blobs_prune, sender=models.Team, dispatch_uid="loom-blobs")
+        # manage.py check says why run_command is not offered, when it is not.
+        from django.core import checks
+
+        from teams.files import sandbox
+
+        checks.register(sandbox.sandbox_check)
         # Traces over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set; nothing otherwise.
         from teams.observability import telemetry
 

@@ -52,6 +52,10 @@ class ToolContext:
     # Calls a tool of an MCP server, (server, tool name, arguments) -> a result with
     # .text and .is_error; a failure raises a LoomError. The engine supplies it.
     call_mcp: Callable | None = None
+    # In a replay (teams.engine.replay): the original's result of this turn's next call
+    # of the named tool, for tools that must not act again (run_command answers with it
+    # instead of running its command). None outside a replay. The engine supplies it.
+    replayed: Callable[[str], ToolResult] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,9 @@ class Tool:
     # True for tools that may call a model (smart retrieval): they run outside the
     # transaction that records their step, which must not stay open that long.
     calls_model: ClassVar[bool] = False
+    # True for tools that run long without a model (a command): they too run outside
+    # the transaction that records their step (on SQLite it would hold the write lock).
+    runs_long: ClassVar[bool] = False
     # What the team's state table allows (registry.state_refusal checks it before any
     # run, the agent loop's and the API's alike): a tool that writes is refused on a
     # finished team, where only reading is left; `statuses`, when given, are the only

@@ -33,6 +33,7 @@ TOOL_MODULES = [
     "tools.mesh",
     "tools.consult",
     "tools.workspace",
+    "tools.commands",
 ]
 _REGISTRY: dict[str, type[Tool]] = {}
 _loaded = False
@@ -220,7 +221,7 @@ def execute(
     a model are the exception: no transaction stays open across a model call."""
     tool = next((t for t in allowed if t.name == name), None) if allowed else None
     tool = tool or get(name)
-    if tool is not None and not tool.calls_model and record is not None:
+    if tool is not None and not (tool.calls_model or tool.runs_long) and record is not None:
         with transaction.atomic():
             result = _execute(tool, name, arguments, ctx, allowed)
             record(result)
@@ -284,7 +285,7 @@ def _execute(tool, name: str, arguments, ctx: ToolContext, allowed) -> ToolResul
         return ToolResult(f"Error: Invalid arguments for {name}: {problems}", is_error=True)
     # A failed tool leaves no half-written rows; one that calls a model holds no
     # transaction open meanwhile.
-    guard = nullcontext() if tool.calls_model else transaction.atomic()
+    guard = nullcontext() if tool.calls_model or tool.runs_long else transaction.atomic()
     try:
         with guard:
             result = tool().run(params, ctx)

@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import Field, StringConstraints
 
 from teams.conversation.phase_guide import IMPLEMENTATION_LIKE, implementation_like
-from teams.files import workspace
+from teams.files import changes, workspace
 from teams.models import Agent, Turn, TurnStep
 from tools.base import MAX_RESULT_CHARS, Params, Tool, ToolContext, ToolResult
 from tools.registry import register
@@ -141,7 +141,7 @@ def writes_in(turn: Turn | None) -> int:
     if turn is None:
         return 0
     steps = TurnStep.objects.filter(
-        turn=turn, kind=TurnStep.Kind.TOOL, tool_name=FileWrite.name
+        turn=turn, kind=TurnStep.Kind.TOOL, tool_name__in=(FileWrite.name, FileEdit.name)
     ).values_list("content", flat=True)
     return sum(1 for content in steps if content and not content[0].get("is_error"))
 
@@ -179,6 +179,64 @@ class FileWrite(Tool):
             )
         what = "new file" if written.created else f"write {written.writes:,} of this file"
         text = f"Wrote {written.path} ({_size(written.size)}, {what})."
+        if ctx.turn is not None:
+            text += (
+                f" {written.writes_this_turn} of {workspace.MAX_WRITES_PER_TURN} writes used "
+                "this turn."
+            )
+        return text
+
+
+class EditParams(Params):
+    path: str = Field(
+        max_length=workspace.MAX_PATH_CHARS,
+        description=f"A file, {PATH_HELP} (e.g. 'src/parser.py')",
+    )
+    # Matched and written exactly as given: no whitespace stripped.
+    old_text: Annotated[str, StringConstraints(strip_whitespace=False)] = Field(
+        min_length=1,
+        max_length=workspace.MAX_WRITE_BYTES,
+        description="The exact text to replace, as the file has it (spaces and line breaks "
+        "included); it must occur exactly once: add surrounding lines to make it unique",
+    )
+    new_text: Annotated[str, StringConstraints(strip_whitespace=False)] = Field(
+        max_length=workspace.MAX_WRITE_BYTES, description="The text that replaces it"
+    )
+
+
+@register
+class FileEdit(Tool):
+    name = "file_edit"
+    description = (
+        "Edit a text file of the team's workspace in place: replace the one occurrence of "
+        "old_text with new_text. When old_text occurs zero or several times nothing "
+        "changes and the result says how many times it was found. Counts as a write "
+        f"(at most {workspace.MAX_WRITES_PER_TURN} writes per turn, with file_write)."
+    )
+    Params = EditParams
+    roles = FileWrite.roles
+    phase_rule = FileWrite.phase_rule
+
+    def run(self, params: EditParams, ctx: ToolContext) -> str | ToolResult:
+        try:
+            written = changes.file_edit(
+                team=ctx.team,
+                agent=ctx.agent,
+                turn=ctx.turn,
+                path=params.path,
+                old_text=params.old_text,
+                new_text=params.new_text,
+                writes_this_turn=writes_in(ctx.turn),
+            )
+        except workspace.OutsideWorkspace as exc:
+            # Returned, not raised: raising would roll back the violation it recorded.
+            return ToolResult(
+                f"Error: {exc.message} Not edited; the attempt is recorded as a violation.",
+                is_error=True,
+            )
+        text = (
+            f"Edited {written.path} ({_size(written.size)}, write {written.writes:,} of this file)."
+        )
         if ctx.turn is not None:
             text += (
                 f" {written.writes_this_turn} of {workspace.MAX_WRITES_PER_TURN} writes used "

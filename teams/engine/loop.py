@@ -167,6 +167,7 @@ def tool_context(
     """The context a tool call runs with; one-off model questions are asked with the
     agent's model."""
     model = turn.model if turn is not None and turn.model else agent.effective_model
+    replay = replaying.get()
     return ToolContext(
         team=team,
         agent=agent,
@@ -175,6 +176,7 @@ def tool_context(
         ask_model=model_asker(model=model, team=team, turn=turn, agent=agent),
         consult=consult,
         call_mcp=_call_mcp,
+        replayed=replay.recorded_result if replay is not None else None,
     )
 
 

@@ -33,6 +33,7 @@ from teams.engine import loop
 from teams.engine.providers import replaying
 from teams.engine.reply import DEFAULT_MAX_TOKENS, ModelReply
 from teams.errors import InvalidInput, LoomError, ModelError
+from teams.files.changes import command_files_replay
 from teams.history import cloning, forking
 from teams.history.model_requests import request_digest, request_text, request_unpack
 from teams.lib.catalog import Usage
@@ -49,6 +50,7 @@ from teams.models import (
     TurnStep,
 )
 from teams.run import team_actions
+from tools.base import ToolResult
 from tools.consult import ReadConsultation
 
 WORKER = "replay"
@@ -285,6 +287,36 @@ class Replayer:
             raise ModelError(row.error or f"Consultant {profile.name} failed.")
         data = {k: v for k, v in row.output.items() if k not in ("responder", "timestamp")}
         return StructuredReply(data=data, model=row.model, usage=Usage(), seconds=0.0)
+
+    def recorded_result(self, name: str) -> ToolResult:
+        """The original turn's result of its next call of tool `name` (run_command's:
+        a replay never runs a command again), with the files that call changed in the
+        original written into the replay's workspace (teams.files.changes)."""
+        turn, original = self.current
+        key = (turn.pk, f"tool:{name}")
+        index = self.asked.get(key, 0)
+        self.asked[key] = index + 1
+        steps = list(
+            TurnStep.objects.filter(turn=original, kind=TurnStep.Kind.TOOL, tool_name=name)
+            .order_by("index")
+            .values_list("content", "created_at")
+        )
+        if index >= len(steps) or not steps[index][0]:
+            return ToolResult(
+                f"Error: not run: this replay has no recorded result of {name} for this call, "
+                "and a replay never runs a command itself.",
+                is_error=True,
+            )
+        block = steps[index][0][0]
+        command_files_replay(
+            original=original,
+            team=self.team,
+            agent=turn.agent,
+            turn=turn,
+            after=steps[index - 1][1] if index else None,
+            until=steps[index][1],
+        )
+        return ToolResult(str(block.get("content", "")), is_error=bool(block.get("is_error")))
 
     # --- the run ----------------------------------------------------------------
 

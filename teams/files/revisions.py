@@ -50,13 +50,22 @@ def revision_add(
     turn: Turn | None = None,
     note: str = "",
     blob: FileBlob | None = None,
+    deleted: bool = False,
 ) -> FileRevision:
-    """Record one write of `path` (its resolved path in the workspace)."""
+    """Record one write of `path` (its resolved path in the workspace), or its deletion
+    (`deleted`, with empty content)."""
     blob = blob or blob_store(data)
     rows = FileRevision.objects.filter(team=team, path=path)
     number = (rows.aggregate(n=Max("number"))["n"] or 0) + 1
     revision = FileRevision.objects.create(
-        team=team, path=path, blob=blob, agent=agent, turn=turn, number=number, note=note[:160]
+        team=team,
+        path=path,
+        blob=blob,
+        agent=agent,
+        turn=turn,
+        number=number,
+        note=note[:160],
+        deleted=deleted,
     )
     stale = rows.order_by("-number").values_list("pk", flat=True)[MAX_REVISIONS_PER_FILE:]
     if stale:
@@ -104,12 +113,13 @@ def revision_get(team: Team, path: str, number: int) -> RevisionText:
 
 
 def revisions_as_of(team: Team, *, until: datetime) -> dict[str, FileRevision]:
-    """Each file's newest revision written at or before `until`, by path."""
+    """Each file's newest revision written at or before `until`, by path; a file whose
+    newest revision then is its deletion is left out."""
     found: dict[str, FileRevision] = {}
     rows = FileRevision.objects.filter(team=team, created_at__lte=until).select_related("blob")
     for row in rows.order_by("path", "number"):
         found[row.path] = row
-    return found
+    return {path: row for path, row in found.items() if not row.deleted}
 
 
 def revision_out(revision: FileRevision) -> dict:
@@ -121,6 +131,7 @@ def revision_out(revision: FileRevision) -> dict:
         "agent": revision.agent.name if revision.agent else None,
         "turn": revision.turn.number if revision.turn else None,
         "note": revision.note,
+        "deleted": revision.deleted,
         "created_at": revision.created_at,
     }
 

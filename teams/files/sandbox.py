@@ -191,7 +191,7 @@ def _probe() -> str:
     try:
         folder = Path(settings.DATA_DIR) / "sandbox" / "probe"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        result = _run(folder, "true", timeout=20, output_chars=400)
+        result = _run(folder, "true", timeout=20, output_chars=400, probe=True)
     except OSError as exc:
         return f"bwrap could not start ({exc.strerror})"
     if result.exit_code != 0:
@@ -203,6 +203,22 @@ def _probe() -> str:
 def sandbox_unavailable() -> str:
     """Why no command can run in a sandbox here, or "" when one can."""
     return paths_problem() or _probe()
+
+
+def sandbox_check(app_configs=None, **kwargs) -> list:
+    """`manage.py check`: a warning saying why run_command is not offered, if it is not."""
+    from django.core import checks
+
+    reason = sandbox_unavailable()
+    if not reason:
+        return []
+    return [
+        checks.Warning(
+            f"run_command is not offered: {reason}.",
+            hint="See 'Running code' in the README (Linux with bubblewrap).",
+            id="teams.W101",
+        )
+    ]
 
 
 def forget() -> None:
@@ -298,8 +314,9 @@ def _system_mounts() -> list[str]:
     return args
 
 
-def bwrap_arguments(directory: Path, command: str, tools: Path) -> list[str]:
-    """bwrap's command line: the sandbox of the module's docstring around `command`."""
+def bwrap_arguments(directory: Path, command: str, tools: Path | None) -> list[str]:
+    """bwrap's command line: the sandbox of the module's docstring around `command`
+    (without the toolchain when `tools` is None: the probe's)."""
     size = str(memory_mb() * 1024 * 1024)
     home = toolchain.SANDBOX_USER[2]
     mount = toolchain.TOOLCHAIN_MOUNT
@@ -309,13 +326,16 @@ def bwrap_arguments(directory: Path, command: str, tools: Path) -> list[str]:
         "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox",
         "--die-with-parent", "--new-session",
         *_system_mounts(),
-        "--ro-bind", str(tools), mount,
-        "--ro-bind", str(tools / "etc" / "passwd"), "/etc/passwd",
-        "--ro-bind", str(tools / "etc" / "group"), "/etc/group",
     ]  # fmt: skip
-    prefix = toolchain.base_prefix()
-    if prefix != Path("/usr") and Path("/usr") not in prefix.parents:
-        args += ["--ro-bind", str(prefix), str(prefix)]
+    if tools is not None:
+        args += [
+            "--ro-bind", str(tools), mount,
+            "--ro-bind", str(tools / "etc" / "passwd"), "/etc/passwd",
+            "--ro-bind", str(tools / "etc" / "group"), "/etc/group",
+        ]  # fmt: skip
+        prefix = toolchain.base_prefix()
+        if prefix != Path("/usr") and Path("/usr") not in prefix.parents:
+            args += ["--ro-bind", str(prefix), str(prefix)]
     for extra in extra_paths():
         args += ["--ro-bind", str(extra), str(extra)]
         if (extra / "bin").is_dir():
@@ -326,6 +346,8 @@ def bwrap_arguments(directory: Path, command: str, tools: Path) -> list[str]:
         "--size", size, "--tmpfs", "/tmp",
         "--size", size, "--tmpfs", home,
         "--bind", str(directory), WORKSPACE_MOUNT, "--chdir", WORKSPACE_MOUNT,
+        # bwrap's own root is a tmpfs: read-only, so nothing is written to memory there.
+        "--remount-ro", "/",
         "--clearenv",
         "--setenv", "PATH", ":".join(path), "--setenv", "HOME", home,
         "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
@@ -417,8 +439,10 @@ def sandbox_run(
         slots.release()
 
 
-def _run(directory: Path, command: str, *, timeout: int, output_chars: int) -> CommandResult:
-    tools = toolchain.toolchain_ready()
+def _run(
+    directory: Path, command: str, *, timeout: int, output_chars: int, probe: bool = False
+) -> CommandResult:
+    tools = None if probe else toolchain.toolchain_ready()
     cgroup = _pids_cgroup()
     launch = [
         sys.executable, "-I", "-S", str(LAUNCHER),

@@ -595,7 +595,7 @@ def file_write(
     if len(located.rel) > MAX_PATH_CHARS:  # a link inside may resolve to a longer path
         raise _refuse(path, f"resolves to a path over {MAX_PATH_CHARS:,} characters.")
     _replace(path, located, data)
-    return _record(team, agent, turn, located.rel, data, writes_this_turn + 1)
+    return write_record(team, agent, turn, located.rel, data, writes_this_turn + 1)
 
 
 def _replace(path: str, located: _Located, data: bytes) -> None:
@@ -635,14 +635,16 @@ def _replace(path: str, located: _Located, data: bytes) -> None:
         os.close(folder)
 
 
-def _record(team: Team, agent: Agent, turn: Turn | None, rel: str, data: bytes, count: int):
+def write_record(
+    team: Team, agent: Agent, turn: Turn | None, rel: str, data: bytes, count: int, note: str = ""
+) -> Written:
     """The file's row (who wrote it last, in which turn, how often), its revision
     (teams.files.revisions) and the agent's files_touched (unique, the newest
     MAX_FILES_TOUCHED)."""
     size = len(data)
     values = {"size": size, "agent": agent, "turn": turn, "updated_at": timezone.now()}
     with transaction.atomic():
-        revisions.revision_add(team=team, path=rel, data=data, agent=agent, turn=turn)
+        revisions.revision_add(team=team, path=rel, data=data, agent=agent, turn=turn, note=note)
         rows = WorkspaceFile.objects.filter(team=team, path=rel)
         created = False
         if not rows.update(writes=F("writes") + 1, **values):

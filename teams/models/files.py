@@ -59,6 +59,10 @@ class FileRevision(models.Model):
     )
     number = models.PositiveIntegerField(help_text="1 for a file's first revision, then 2...")
     note = models.CharField(max_length=160, blank=True)
+    deleted = models.BooleanField(
+        default=False,
+        help_text="The file was deleted (by a command): this revision holds no content.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -17,6 +17,7 @@ from django.db import connection
 from django.db.models import Min
 from django.utils import timezone
 
+from teams.files import sandbox
 from teams.models import Turn, WorkerHeartbeat
 
 log = logging.getLogger("loom.health")
@@ -141,4 +142,12 @@ def health_report(now=None) -> dict:
             "oldest_queued_age_seconds": oldest_age,
         },
         "lease_seconds": settings.LOOM_TURN_LEASE,
+        # Not a problem: the site serves without it, but agents cannot run commands.
+        "run_command": _sandbox_state(),
     }
+
+
+def _sandbox_state() -> dict:
+    """Whether run_command is offered here, and why not (teams.files.sandbox)."""
+    reason = sandbox.sandbox_unavailable()
+    return {"offered": not reason, "reason": reason or None}

@@ -121,6 +121,7 @@ class RevisionOut(BaseModel):
     agent: str | None
     turn: int | None = Field(description="The team's turn number of the write.")
     note: str
+    deleted: bool = Field(False, description="The file was deleted (by a command) here.")
     created_at: datetime
 
 

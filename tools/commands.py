@@ -1,0 +1,114 @@
+"""run_command: one shell command in the team's workspace, inside a bubblewrap sandbox
+(teams.files.sandbox), its file changes recorded as revisions of the turn
+(teams.files.changes).
+
+Offered only where a sandbox can run on this host, to coders, reviewers and testers in
+implementation-like and review-like phases by default (the team's tool_access changes
+that), with the team's approval policy (auto by default: the sandbox is the guard). In a
+replay the command is never run again: the original's recorded result answers."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from teams.conversation.phase_guide import IMPLEMENTATION_WORDS, implementation_like
+from teams.files import changes, sandbox, workspace
+from teams.models import Agent, Team
+from tools.base import MAX_RESULT_CHARS, Params, Tool, ToolContext, ToolResult
+from tools.registry import register
+
+MAX_COMMAND_CHARS = 10_000
+DEFAULT_TIMEOUT = 60
+# Room in a result for the status line and the file changes beside the output.
+OUTPUT_CHARS = MAX_RESULT_CHARS - 1500
+REVIEW_WORDS = ("review", "test", "verify", "qa")
+PHASES = (
+    "implementation-like and review-like phases (their names contain "
+    + ", ".join(IMPLEMENTATION_WORDS + REVIEW_WORDS)
+    + ")"
+)
+
+
+def runs_in(phase: str) -> bool:
+    name = phase.lower()
+    return implementation_like(phase) or any(word in name for word in REVIEW_WORDS)
+
+
+class RunParams(Params):
+    command: str = Field(
+        min_length=1,
+        max_length=MAX_COMMAND_CHARS,
+        description="One shell command, run with /bin/sh -c in the workspace folder "
+        "(e.g. 'python -m pytest -q' or 'python src/app.py --help')",
+    )
+    timeout_seconds: int = Field(
+        default=DEFAULT_TIMEOUT,
+        ge=1,
+        le=3600,
+        description=f"Seconds it may run (default {DEFAULT_TIMEOUT}; at most the site's "
+        "limit, 300 s unless configured)",
+    )
+
+
+@register
+class RunCommand(Tool):
+    name = "run_command"
+    description = (
+        "Run one shell command in the team's workspace (its folder is the working "
+        "directory) inside a sandbox: Python 3 with pytest is there, the network is not, "
+        "and only the workspace is writable. Returns the exit code, the duration and "
+        "stdout and stderr (long output keeps its start and end). Files the command "
+        "creates, changes or deletes are recorded as this turn's changes. Every process "
+        "it started is stopped when it returns: nothing runs in the background."
+    )
+    Params = RunParams
+    roles = frozenset({Agent.Role.CODER.value, Agent.Role.REVIEWER.value, Agent.Role.TESTER.value})
+    phase_rule = (PHASES, runs_in)
+    runs_long = True
+
+    @classmethod
+    def unavailable_reason(cls, agent: Agent, team: Team) -> str:
+        reason = sandbox.sandbox_unavailable()
+        if reason:
+            return f"{cls.name} cannot run on this server: {reason}."
+        return super().unavailable_reason(agent, team)
+
+    def run(self, params: RunParams, ctx: ToolContext) -> str | ToolResult:
+        if ctx.replayed is not None:  # a replay never runs a command again
+            return ctx.replayed(self.name)
+        root = workspace.workspace_root(ctx.team)
+        before = changes.snapshot(root)
+        result = sandbox.sandbox_run(
+            directory=root,
+            command=params.command,
+            timeout_seconds=params.timeout_seconds,
+            output_chars=OUTPUT_CHARS,
+        )
+        found = changes.command_changes_record(
+            team=ctx.team, agent=ctx.agent, turn=ctx.turn, root=root, before=before
+        )
+        return ToolResult(report(result, found), is_error=False)
+
+    @classmethod
+    def digest(cls, params: RunParams, result: ToolResult) -> str:
+        first = result.text.split("\n", 2)
+        status = first[1] if len(first) > 1 else result.text
+        command = " ".join(params.command.split())
+        command = command if len(command) <= 80 else command[:79] + "…"
+        return f"You ran `{command}`: {status}."
+
+
+def report(result: sandbox.CommandResult, found: changes.CommandChanges) -> str:
+    """The result as the model reads it: the command, how it ended, its output, the files."""
+    lines = [f"$ {result.command if len(result.command) <= 200 else result.command[:199] + '…'}"]
+    lines.append(result.status())
+    if result.stdout:
+        lines += ["stdout:", result.stdout.rstrip("\n")]
+    if result.stderr:
+        lines += ["stderr:", result.stderr.rstrip("\n")]
+    if not result.stdout and not result.stderr:
+        lines.append("(no output)")
+    summary = found.summary()
+    if summary:
+        lines.append(summary)
+    return "\n".join(lines)
