@@ -56,6 +56,7 @@ AGENT_SETTINGS = (
     "name",
     "role",
     "model",
+    "max_tokens",
     "role_prompt",
     "position",
     "context_budget_tokens",
@@ -231,6 +232,7 @@ def agent_create(
     role_prompt: str = "",
     position: int | None = None,
     max_cost_usd=None,
+    max_tokens: int | None = None,
 ) -> Agent:
     name = (name or "").strip()
     for field, value in (
@@ -250,6 +252,7 @@ def agent_create(
         role_prompt=role_prompt,
         position=position,
         max_cost_usd=max_cost_usd,
+        max_tokens=max_tokens,
     )
     validated(agent, exclude=["team"])
     duplicate = Conflict(f"Team {team.slug!r} already has an agent named {name!r}.", field="name")

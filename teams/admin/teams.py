@@ -42,7 +42,7 @@ class BudgetFieldsMixin:
 class AgentInline(BudgetFieldsMixin, ScopedChoicesMixin, admin.TabularInline):
     model = Agent
     extra = 0
-    fields = ("name", "role", "model", "position", "turns", "drift_score")
+    fields = ("name", "role", "model", "max_tokens", "position", "turns", "drift_score")
     readonly_fields = ("turns", "drift_score")
     show_change_link = True
 

@@ -21,7 +21,6 @@ from teams.conversation import approvals, hierarchy, keepers
 from teams.engine import claims, history_kept, prompts
 from teams.engine.consult import consult
 from teams.engine.providers import caches_prompts, provider_for, replaying
-from teams.engine.reply import DEFAULT_MAX_TOKENS
 from teams.errors import Conflict, ModelError
 from teams.history.model_requests import request_packed
 from teams.live import events
@@ -323,7 +322,7 @@ def _next_reply(run: _Run) -> list[dict] | None:
     # What the model reads, kept with the step it answers (teams.history.model_requests).
     request = {
         "model": turn.model,
-        "max_tokens": DEFAULT_MAX_TOKENS,
+        "max_tokens": turn.agent.max_tokens_for(turn.model),
         "system": run.prompt.system,
         "messages": run.messages,
         "tools": run.definitions,
@@ -444,6 +443,7 @@ def _ask_model(turn: Turn, worker: str, request: dict, relay: _TextRelay):
                     system=request["system"],
                     messages=request["messages"],
                     tools=request["tools"],
+                    max_tokens=request["max_tokens"],
                     on_text=relay,
                 )
             )

@@ -8,12 +8,11 @@ whole on every other request (teams.engine.prompts puts it first after the tools
 from __future__ import annotations
 
 from teams.conversation import hierarchy, phase_guide
-from teams.engine.reply import DEFAULT_MAX_TOKENS
 from teams.models import Agent, Anchor, Team
 from tools import registry
 from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
 from tools.mesh import DeclareIntent, MapContext
-from tools.workspace import FileWrite
+from tools.workspace import FileEdit, FileWrite
 
 ROLE_PROMPTS = {
     "coach": (
@@ -174,7 +173,10 @@ def files_line(agent: Agent, team: Team, phase: str) -> str:
     who = "every role" if roles is None else " and ".join(f"{r}s" for r in sorted(roles))
     if roles is not None and agent.role not in roles:
         return f"Workspace files: you read them; {who} write them (in {where})."
-    limit = f"Your reply holds at most about {DEFAULT_MAX_TOKENS:,} tokens: keep each file shorter."
+    limit = (
+        f"Your reply holds at most about {agent.reply_tokens:,} tokens: keep each file "
+        f"shorter, or change a file in place with {FileEdit.name}."
+    )
     if phase_allowed(phase):
         return f"Workspace files: you may write them with {FileWrite.name} in this phase. {limit}"
     return f"Workspace files: you read them now; you may write them in {where}."

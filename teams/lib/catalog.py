@@ -42,6 +42,17 @@ PRICES = {
 }
 
 
+# The most tokens one reply may hold unless the agent says otherwise (Agent.max_tokens):
+# room for a whole file in one write on Claude; the offline model writes short lines.
+CLAUDE_MAX_TOKENS = 8192
+OFFLINE_MAX_TOKENS = 2048
+
+
+def default_max_tokens(model: str) -> int:
+    """A reply's token limit when the agent sets none, by the model's family."""
+    return OFFLINE_MAX_TOKENS if model == OFFLINE_MODEL else CLAUDE_MAX_TOKENS
+
+
 def default_model() -> str:
     """LOOM_MODEL when set; otherwise Claude with an API key, the offline model without."""
     if settings.LOOM_MODEL:

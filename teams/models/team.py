@@ -4,11 +4,11 @@ import uuid
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from teams.lib.catalog import default_model
+from teams.lib.catalog import default_max_tokens, default_model
 from teams.models.choices import (
     AGENT_NAME_PATTERN,
     PHASES_NEEDED,
@@ -222,6 +222,14 @@ class Agent(models.Model):
             "loom-offline without)."
         ),
     )
+    max_tokens = models.PositiveIntegerField(
+        "reply token limit",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(256), MaxValueValidator(128_000)],
+        help_text="The most tokens one reply may hold (256 to 128,000); empty: the model's "
+        "default (8,192 for Claude models).",
+    )
     role_prompt = models.TextField(blank=True, validators=[human_text])
     position = models.PositiveIntegerField(default=0, help_text="Order in the rotation.")
     context_budget_tokens = models.PositiveIntegerField(default=100_000)
@@ -272,3 +280,13 @@ class Agent(models.Model):
     @property
     def effective_model(self) -> str:
         return self.model or default_model()
+
+    def max_tokens_for(self, model: str) -> int:
+        """The max_tokens of this agent's requests to `model`: its own, else the model's
+        default (teams.lib.catalog.default_max_tokens)."""
+        return self.max_tokens or default_max_tokens(model)
+
+    @property
+    def reply_tokens(self) -> int:
+        """The max_tokens of its requests to its model now."""
+        return self.max_tokens_for(self.effective_model)

@@ -143,7 +143,7 @@ def health_report(now=None) -> dict:
         },
         "lease_seconds": settings.LOOM_TURN_LEASE,
         # Not a problem: the site serves without it, but agents cannot run commands.
-        "run_command": _sandbox_state(),
+        "commands": _sandbox_state(),
     }
 
 

@@ -50,9 +50,7 @@ def test_a_coder_runs_pytest_reads_the_failure_fixes_it_and_sees_it_pass(team, m
         tool("run_command", {"command": "python -m pytest -q"}, "toolu_run2"),
         read_after("1 passed", text("Fixed add; the test passes.")),
     ]
-    api = messages_api(
-        per_agent({"coach": quiet(), "researcher": quiet(), "coder": coder_script})
-    )
+    api = messages_api(per_agent({"coach": quiet(), "researcher": quiet(), "coder": coder_script}))
     team_actions.team_start(team=team)
     drain(team, limit=3)
     results = tool_results(api)
@@ -125,7 +123,7 @@ def test_what_a_command_changes_is_recorded_as_revisions_of_its_turn(team, agent
     latest = revisions.revisions_as_of(team, until=timezone.now())
     assert sorted(latest) == ["keep.txt", "out/new.txt", "x"]
     assert bytes(latest["keep.txt"].blob.content) == b"v2\n"
-    assert latest["keep.txt"].turn == ctx.turn and latest["keep.txt"].note == "run_command"
+    assert latest["keep.txt"].turn == ctx.turn and latest["keep.txt"].note == "written by a command"
     deletion = revisions.file_history(team, "gone.txt")[0]
     assert (deletion.deleted, deletion.number, deletion.turn) == (True, 2, ctx.turn)
     assert not WorkspaceFile.objects.filter(team=team, path="gone.txt").exists()

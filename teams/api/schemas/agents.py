@@ -26,6 +26,12 @@ BUDGET_HELP = (
 )
 
 
+MAX_TOKENS_HELP = (
+    "The most tokens one reply of the agent may hold (256 to 128,000); null: its model's "
+    "default (8,192 for Claude models)."
+)
+
+
 class AgentIn(In):
     name: str = Field(pattern=AGENT_NAME_PATTERN, description="Letters, digits, - and _.")
     role: AgentRole
@@ -33,6 +39,7 @@ class AgentIn(In):
     role_prompt: str = Field("", max_length=HUMAN_TEXT_LIMIT)
     position: int | None = Field(None, ge=0, le=10_000, description="Order in the rotation.")
     max_cost_usd: AgentBudget | None = Field(None, description=BUDGET_HELP)
+    max_tokens: int | None = Field(None, ge=256, le=128_000, description=MAX_TOKENS_HELP)
 
 
 class AgentPatch(In):
@@ -47,6 +54,9 @@ class AgentPatch(In):
     max_cost_usd: AgentBudget | None = Field(
         None, description=BUDGET_HELP + " Null clears it; not given: unchanged."
     )
+    max_tokens: int | None = Field(
+        None, ge=256, le=128_000, description=MAX_TOKENS_HELP + " Not given: unchanged."
+    )
 
 
 class AgentOut(FromRow):
@@ -58,6 +68,8 @@ class AgentOut(FromRow):
     position: int
     context_budget_tokens: int
     max_cost_usd: str | None = Field(description=BUDGET_HELP)
+    max_tokens: int | None = Field(description=MAX_TOKENS_HELP)
+    reply_tokens: int = Field(description="The max_tokens its requests carry now.")
     turns: int
     drift_score: int
     trajectory: str

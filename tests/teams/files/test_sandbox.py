@@ -117,3 +117,18 @@ def test_without_bwrap_no_command_runs_and_the_reason_is_given(folder, monkeypat
     with pytest.raises(SandboxUnavailable, match="Commands cannot run here: no bwrap"):
         sandbox_run(directory=folder, command="true", timeout_seconds=5)
     assert os.listdir(folder) == []
+
+
+@pytest.mark.django_db
+def test_check_and_healthz_say_why_commands_are_not_offered(client, monkeypatch):
+    from django.core.management import call_command
+
+    assert client.get("/healthz").json()["commands"] == {"offered": True, "reason": None}
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    sandbox.forget()
+    said = client.get("/healthz").json()["commands"]
+    assert said["offered"] is False and said["reason"].startswith("no bwrap: install")
+    with pytest.raises(Exception) as raised:
+        call_command("check", fail_level="WARNING")
+    assert "teams.W101" in str(raised.value)
+    assert "Agents cannot run commands (the tool is not offered): no bwrap" in str(raised.value)

@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from teams.conversation import pm_requests
-from teams.engine.reply import DEFAULT_MAX_TOKENS
+from teams.lib.catalog import CLAUDE_MAX_TOKENS
 from teams.models import ConsultantProfile, PMRequest, Turn
 from teams.observability import telemetry
 from teams.run import team_actions
@@ -142,7 +142,7 @@ def test_a_turn_is_a_tree_of_agent_model_and_tool_spans(
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": "anthropic",
         "gen_ai.request.model": model,
-        "gen_ai.request.max_tokens": DEFAULT_MAX_TOKENS,
+        "gen_ai.request.max_tokens": CLAUDE_MAX_TOKENS,
         "loom.model_call.purpose": "turn",
         "gen_ai.response.model": model,
         "gen_ai.response.finish_reasons": ("tool_use",),
