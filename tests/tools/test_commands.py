@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from teams.files import revisions, sandbox, workspace
-from teams.models import DEFAULT_PHASES, Agent, FileRevision, Team, WorkspaceFile
+from teams.models import DEFAULT_PHASES, Agent, FileRevision, Team, TurnStep, WorkspaceFile
 from teams.run import team_actions
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, make_turn, per_agent
@@ -189,3 +189,41 @@ def test_file_edit_has_file_write_s_roles_and_leaving_is_a_violation(with_file, 
     team = agents["coder"].team
     assert not tool_class.available_to(agents["researcher"], team)
     assert tool_class.available_to(agents["coder"], team)
+
+
+@pytest.mark.usefixtures("sandbox_ready")
+def test_a_replay_answers_run_command_from_the_record_and_runs_nothing(messages_api, monkeypatch):
+    from teams.engine import replay
+    from teams.models import Replay
+    from tests.helpers import make_team
+
+    team = make_team("gamma", phases=["implementation", "review"])
+    command = "echo built > out.txt; echo ran"
+    api = messages_api(
+        per_agent(
+            {
+                "coach": quiet(),
+                "researcher": quiet(),
+                "coder": [tool("run_command", {"command": command}, "toolu_run"), text("Done.")],
+            }
+        )
+    )
+    team_actions.team_start(team=team)
+    drain(team, limit=3)
+    recorded = tool_results(api)["toolu_run"][0]
+    assert "ran" in recorded and "Created: out.txt." in recorded
+    calls = len(api.requests)
+
+    def never(**kwargs):
+        raise AssertionError("a replay ran a command")
+
+    monkeypatch.setattr(sandbox, "sandbox_run", never)
+    row = replay.team_replay(team=team, until_turn=3)
+    assert row.status == Replay.Status.STOPPED, row.reason + row.diff
+    assert len(api.requests) == calls
+    copy = row.team
+    assert (workspace.workspace_root(copy) / "out.txt").read_text() == "built\n"
+    made = revisions.file_history(copy, "out.txt")[0]
+    assert (made.note, made.turn.number) == ("written by a command", 3)
+    step = TurnStep.objects.get(turn__team=copy, turn__number=3, tool_name="run_command")
+    assert step.content[0]["content"] == recorded
