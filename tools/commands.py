@@ -67,11 +67,11 @@ class RunCommand(Tool):
     runs_long = True
 
     @classmethod
-    def unavailable_reason(cls, agent: Agent, team: Team) -> str:
+    def refusal(cls, team: Team) -> str:
+        """No sandbox on this host: not offered to anyone (what the host offers is found
+        once per process)."""
         reason = sandbox.sandbox_unavailable()
-        if reason:
-            return f"{cls.name} cannot run on this server: {reason}."
-        return super().unavailable_reason(agent, team)
+        return f"{cls.name} cannot run on this server: {reason}." if reason else ""
 
     def run(self, params: RunParams, ctx: ToolContext) -> str | ToolResult:
         if ctx.replayed is not None:  # a replay never runs a command again

@@ -99,7 +99,7 @@ def test_run_command_is_not_offered_where_no_sandbox_runs(team, agents, monkeypa
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
     sandbox.forget()
     in_implementation(team)
-    reason = registry.get("run_command").unavailable_reason(agents["coder"], team)
+    reason = registry.get("run_command").refusal(team)
     assert reason.startswith("run_command cannot run on this server: no bwrap")
     assert "run_command" not in [t.name for t in registry.toolset(agents["coder"], team)]
     sandbox.forget()
