@@ -215,27 +215,28 @@ def _record_judge_calls(run: EvalRun, by_key: dict[str, EvalCase], calls: list[J
         EvalRun.objects.filter(pk=run.pk).update(judge_spent_usd=F("judge_spent_usd") + spent)
 
 
-def eval_run_step(run: EvalRun) -> None:
-    """Advance the run once and score the cases that stopped."""
+def eval_run_step(run: EvalRun) -> int:
+    """Advance the run once and score the cases that stopped; how many were scored."""
     stopped = runs.eval_run_advance(run)
     claimed = [case for case in stopped if runs.eval_case_claim_scoring(case)]
     if claimed:
         score_cases(run, claimed)
+    return len(claimed)
 
 
 def advance_all() -> int:
     """The sweeper's pass: step every running run started through the API (a
-    command's run is stepped by the command). The number of runs stepped."""
-    stepped = 0
+    command's run is stepped by the command). The number of cases scored (what the
+    sweeper's log reports: nothing while the teams are only at work)."""
+    scored = 0
     for run in EvalRun.objects.filter(status=EvalRun.Status.RUNNING):
         if run.settings.get("source") != "api":
             continue
         try:
-            eval_run_step(run)
+            scored += eval_run_step(run)
         except Exception:
             log.exception("Eval run %s could not advance", run.pk)
-        stepped += 1
-    return stepped
+    return scored
 
 
 def eval_run_rescore(run: EvalRun, *, suite: suites.SuiteSpec | None = None) -> EvalRun:

@@ -224,7 +224,7 @@ def sweep(now=None) -> dict:
         "rewoken": turns.turns_rewake_stale(now),
         "expired": questions.expire(now),
         "restarted": turns.teams_restart_stalled(),
-        "evals": evals.advance_all(),
+        "eval_cases_scored": evals.advance_all(),
     }
 
 
