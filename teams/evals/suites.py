@@ -74,6 +74,8 @@ class AgentSpec(_Strict):
     model: str = Field("", max_length=100, description="Empty: the default model.")
     role_prompt: str = Field("", max_length=HUMAN_TEXT_LIMIT)
     max_cost_usd: Decimal | None = Field(None, gt=0, max_digits=10, decimal_places=4)
+    max_tokens: int | None = Field(None, ge=256, le=128_000, description="One reply's most.")
+    position: int | None = Field(None, ge=0, le=10_000, description="Order in the rotation.")
 
 
 class TeamTemplate(_Strict):

@@ -171,6 +171,8 @@ def test_set_changes_the_template_model_and_phases(tmp_path, messages_api):
         "agents.coder.model=claude-haiku-4-5",
         "--set",
         "phases=implementation,code-review",
+        "--set",
+        "agents.coder.max_tokens=4096",
     )
 
     team = Team.objects.get(slug=report["cases"][0]["team"])
@@ -179,8 +181,10 @@ def test_set_changes_the_template_model_and_phases(tmp_path, messages_api):
     assert report["settings"]["set"] == [
         "agents.coder.model=claude-haiku-4-5",
         "phases=implementation,code-review",
+        "agents.coder.max_tokens=4096",
     ]
     assert api.requests and {r.body["model"] for r in api.requests} == {"claude-haiku-4-5"}
+    assert {r.body["max_tokens"] for r in api.requests} == {4096}
     cost = checks_of(report, "outline")[1]
     assert report["cases"][0]["cost_usd"] > 0
     assert cost["passed"] is False and cost["detail"].startswith("$0.")

@@ -86,6 +86,15 @@ def test_set_changes_the_template():
     assert suite.team.phases == ["implementation", "code-review"]
 
 
+def test_set_gives_an_agent_its_reply_size():
+    suite = suite_read(GOOD, overrides=["agents.coder.max_tokens=4096"])
+    assert suite.team.agents[1].max_tokens == 4096
+    said = refusal(GOOD, "agents.coder.max_tokens=10")
+    assert said == (
+        "s.yaml, line 5, team.agents[1].max_tokens: Input should be greater than or equal to 256"
+    )
+
+
 @pytest.mark.parametrize(
     ("setting", "said"),
     [
