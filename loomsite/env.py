@@ -336,6 +336,16 @@ class LoomEnv(BaseSettings):
     mcp_use_env_proxy: Annotated[bool, BeforeValidator(_boolean)] = Field(
         False, strict=True, validation_alias="LOOM_MCP_USE_ENV_PROXY"
     )
+    # Forks and replays (teams.history.fork_limits): the most messages one may hold (a
+    # replay: its source's), and how many one person may make per period.
+    fork_max_messages: Annotated[int, EmptyIsUnset] = Field(
+        1000, ge=1, le=1_000_000, validation_alias="LOOM_FORK_MAX_MESSAGES"
+    )
+    fork_rate: Annotated[str, EmptyIsUnset] = Field(
+        "20/hour",
+        pattern=r"^[1-9][0-9]{0,6}/(s|sec|m|min|h|hour|d|day)$",
+        validation_alias="LOOM_FORK_RATE",
+    )
     # Turn leases: a running turn's lease lasts this many seconds and its worker renews
     # it every quarter of that (a heartbeat), so a dead worker's turn is re-queued by the
     # sweeper within about a lease while a slow model call keeps its turn.

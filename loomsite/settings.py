@@ -151,6 +151,9 @@ LOOM_OUTBOUND_ALLOW_PRIVATE = loom_env.outbound_allow_private
 LOOM_MCP_TIMEOUT = loom_env.mcp_timeout
 # ... and whether HTTP servers are reached through the environment's proxy.
 LOOM_MCP_USE_ENV_PROXY = loom_env.mcp_use_env_proxy
+# Forks and replays (teams.history.fork_limits): their size and their rate per person.
+LOOM_FORK_MAX_MESSAGES = loom_env.fork_max_messages
+LOOM_FORK_RATE = loom_env.fork_rate
 # run_command's sandbox (teams.files.sandbox): the longest a command may run (seconds),
 # each process's address space (MB), commands one process runs at once, and folders
 # shown read-only inside.

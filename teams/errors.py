@@ -55,6 +55,13 @@ class PermissionDenied(LoomError):
     status = 403
 
 
+class RateLimited(LoomError):
+    """Too many of one kind of request by the same person within a period."""
+
+    code = "rate_limited"
+    status = 429
+
+
 class ModelError(LoomError):
     """A model call failed after the provider's retries, or cannot be made at all
     (no API key for the model, an unknown model id); the message says why."""

@@ -34,7 +34,7 @@ from teams.engine.providers import replaying
 from teams.engine.reply import DEFAULT_MAX_TOKENS, ModelReply
 from teams.errors import InvalidInput, LoomError, ModelError
 from teams.files.changes import command_files_replay
-from teams.history import cloning, forking
+from teams.history import cloning, fork_limits, forking
 from teams.history.model_requests import request_digest, request_text, request_unpack
 from teams.lib.catalog import Usage
 from teams.models import (
@@ -502,6 +502,10 @@ def team_replay(
         raise InvalidInput("until_turn is a turn number, from 1.", field="until_turn")
     if not Turn.objects.filter(team=team).exists():
         raise InvalidInput(f"Team {team.slug!r} has no recorded turn to replay.")
+    # A replay runs the whole recorded run in the request: bounded by the source's size.
+    fork_limits.fork_allowed(
+        team=team, messages=fork_limits.messages_of(team), user=user, doing="replay the team"
+    )
     slug = (slug or "").strip()
     if not slug:
         slug = f"{team.slug[:50]}-replay"
@@ -514,6 +518,7 @@ def team_replay(
             name=f"{team.name[:110]} (replay)",
             point=forking.start_point(team),
             user=user,
+            limited=False,
         )
         row = Replay.objects.create(
             source=team, source_slug=team.slug, team=copy, until_turn=until_turn

@@ -54,7 +54,7 @@ from teams import selectors, services
 from teams.conversation import hierarchy
 from teams.errors import Conflict, InvalidInput
 from teams.files import revisions, workspace
-from teams.history import cloning, team_state
+from teams.history import cloning, fork_limits, team_state
 from teams.history.fork_points import Point, fork_point, start_point
 from teams.integrations import mcp_servers
 from teams.models import (
@@ -177,10 +177,16 @@ def team_fork(
     point: Point | None = None,
     edits: Edits | None = None,
     user=None,
+    limited: bool = True,
 ) -> Team:
     """A new idle team holding `team`'s state as of the point (see the module's
-    docstring), with `edits` applied. A bad point, slug or edit stores nothing."""
+    docstring), with `edits` applied. A bad point, slug or edit stores nothing; nor
+    does a fork `user` may not make, or one over the limits (teams.history.fork_limits;
+    `limited=False`: the caller, a replay, checked them)."""
     point = point or fork_point(team, at_message=at_message, at_turn=at_turn)
+    if limited:
+        size = fork_limits.messages_up_to(team, point.message_id)
+        fork_limits.fork_allowed(team=team, messages=size, user=user)
     edits = edits or Edits()
     if edits.message is not None and (at_message is None or point.moved_back):
         raise InvalidInput(

@@ -231,8 +231,8 @@ class ToolRecorder:
     def done(self, result):
         """Record a ToolResult (an "Error: ..." marks the span failed); returns it."""
         if self.span is not None:
-            if result.is_error:
-                _error(self.span, "tool_error", result.text[:200])
+            if result.is_error:  # the result's text only when content is captured
+                _error(self.span, "tool_error", result.text[:200] if _state.capture else "")
             if result.ends_turn is not None:
                 self.span.set_attribute("loom.tool.ends_turn", str(result.ends_turn.outcome))
             if _state.capture:

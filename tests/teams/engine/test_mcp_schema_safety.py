@@ -84,3 +84,43 @@ def test_the_worker_calling_the_tool_fetches_nothing(team, messages_api, metadat
         "Error: fake__echo cannot be called: its input schema refers to"
     )
     assert metadata.requests == []
+
+
+def deep(levels: int) -> list:
+    outer: list = []
+    inner = outer
+    for _ in range(levels):
+        inner.append([])
+        inner = inner[0]
+    return outer
+
+
+def test_edited_arguments_900_levels_deep_are_refused_and_nothing_runs(team, messages_api):
+    """Issue 33, finding 7: as deep as an API body may be, no deeper."""
+    stop_at_approval(team, messages_api)
+    request = PMRequest.objects.get(team=team)
+    answer = ApiClient(api_token(team=team, label="pm")).post(
+        f"/teams/alpha/pm-requests/{request.id}/answer",
+        {"answer": "Approve", "arguments": {"to": "reviewer", "content": "x", "extra": deep(900)}},
+    )
+    assert answer.status_code == 422
+    assert "nested over 32 levels deep, the most Loom accepts" in json.dumps(answer.json())
+    assert PMRequest.objects.get(pk=request.pk).status == PMRequest.Status.OPEN
+
+
+def test_an_argument_error_never_marks_the_server_unhealthy(team, messages_api, settings):
+    settings.LOOM_MCP_TIMEOUT = 8
+    server = make_mcp_server(team, approval="auto")
+    from teams.engine import mcp_client
+
+    server = mcp_client.refresh(server)
+    assert server.healthy, server.error
+    api = _coder_calls(messages_api, "fake__echo", {"text": deep(40)})
+    team_actions.team_start(team=team)
+    drain(team, limit=3)
+    result = _result_read_by_coder(api)
+    assert result["content"].startswith(
+        "Error: Invalid arguments for fake__echo: arguments: nested over 32 levels deep"
+    )
+    server.refresh_from_db()
+    assert server.healthy and server.error == ""

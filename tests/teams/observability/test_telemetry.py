@@ -249,6 +249,19 @@ def test_a_failing_tool_call_is_an_error(spans, team, messages_api):
     span = one(exporter, "execute_tool read_consultation")
     assert span.status.status_code == StatusCode.ERROR
     assert span.attributes["error.type"] == "tool_error"
+    # Content capture is off: the status says nothing of the result (issue 33, finding 6).
+    assert not span.status.description
+
+
+def test_a_failing_tool_calls_result_is_in_its_status_only_with_content_capture(
+    spans, team, messages_api
+):
+    exporter = spans(capture=True)
+    messages_api([tool("read_consultation", {"consultation_id": 999}, "toolu_bad"), text("ok")])
+    team_actions.team_start(team=team)
+    drain(team, limit=1)
+    span = one(exporter, "execute_tool read_consultation")
+    assert span.status.description.startswith("Error: ")
 
 
 def test_ask_pm_then_answer_then_the_next_turn_links_to_the_asking_one(spans, team, messages_api):

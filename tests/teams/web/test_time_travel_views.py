@@ -11,6 +11,15 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
+def creator(pm):
+    """The PM of alpha, who may create teams (a fork makes one)."""
+    from django.contrib.auth.models import Permission
+
+    pm.user_permissions.add(Permission.objects.get(codename="add_team"))
+    return pm
+
+
+@pytest.fixture
 def said(team, agents):
     lines = [
         services.message_add(team=team, content=f"Line {n}.", author=agents["coder"])
@@ -19,7 +28,8 @@ def said(team, agents):
     return lines
 
 
-def test_fork_from_here_makes_a_fork_and_opens_its_live_page(pm, team, said):
+def test_fork_from_here_makes_a_fork_and_opens_its_live_page(creator, team, said):
+    pm = creator
     browser = client_for(pm)
     live = browser.get("/teams/alpha/").content.decode()
     assert 'id="fork-form"' in live and "teams/fork.js" in live
@@ -36,11 +46,11 @@ def test_fork_from_here_makes_a_fork_and_opens_its_live_page(pm, team, said):
     assert "Line 2." in compare and "(nothing more)" in compare
 
 
-def test_a_refused_fork_says_why_and_stores_nothing(pm, team, said, other_team):
-    browser = client_for(pm)
+def test_a_refused_fork_says_why_and_stores_nothing(creator, team, said, other_team):
+    browser = client_for(creator)
     theirs = Message.objects.create(team=other_team, content="Beta's.")
     response = browser.post("/teams/alpha/fork/", {"at_message": theirs.pk}, follow=True)
-    assert f"Message {theirs.pk} is not in team" in response.content.decode()
+    assert f"Team &#x27;alpha&#x27; has no message {theirs.pk}." in response.content.decode()
     assert browser.post("/teams/alpha/fork/", {"at_message": "x"}).status_code == 302
     assert not Team.objects.filter(slug="alpha-2").exists()
     # Another PM's team is not found at all.
@@ -58,3 +68,10 @@ def test_the_admin_forks_at_a_message(superuser, team, said):
     )
     assert "Forked team &#x27;alpha-2&#x27; from &#x27;alpha&#x27;" in response.content.decode()
     assert Team.objects.get(slug="alpha-2").messages.get().content == "Line 0."
+
+
+def test_a_pm_who_may_not_create_teams_is_refused_a_fork_saying_why(pm, team, said):
+    """Issue 33, finding 5: a fork makes a team; it takes the right to create one."""
+    response = client_for(pm).post("/teams/alpha/fork/", {"at_message": said[1].pk}, follow=True)
+    assert "may not create teams (no teams.add_team)" in response.content.decode()
+    assert not Team.objects.filter(slug="alpha-2").exists()
