@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from django.db.models import F, QuerySet
 
+from teams.lib.compiled import compiled
 from teams.models import Team
 
 
@@ -38,7 +39,7 @@ def _team_read(read: Callable[[], dict] | None, *, lock: bool) -> QuerySet[Team]
     """The statement that reads a locked team, built once per `read` (each call's
     filter makes a copy: its subqueries are resolved once per process)."""
     teams = Team.objects.select_for_update() if lock else Team.objects.all()
-    return teams.annotate(**read()) if read else teams
+    return teams.annotate(**compiled(Team, read)) if read else teams
 
 
 def team_add(team_id: int, *, add: dict) -> bool:

@@ -21,6 +21,7 @@ from django.utils import timezone
 from teams import services
 from teams.integrations import webhooks
 from teams.lib.catalog import Usage
+from teams.lib.compiled import compiled
 from teams.live import events
 from teams.live.event_payloads import TeamStatusOut, TurnOut
 from teams.models import (
@@ -61,12 +62,12 @@ def rotation(team: Team) -> list[Agent]:
 
 
 # The hottest statements are built once per process, as QuerySets that each call
-# filters (a QuerySet is never changed by a filter: it makes a copy), so their
-# subqueries are resolved once, not on every turn; the ORM still compiles each.
+# filters (a QuerySet is never changed by a filter: it makes a copy), their value-free
+# subqueries compiled once (teams.lib.compiled): not on every turn.
 @functools.cache
 def _speakers() -> QuerySet[Agent]:
     speakers = Agent.objects.exclude(role=Agent.Role.EXTERNAL).order_by("position", "id")
-    return speakers.annotate(**_unfinished_turns())
+    return speakers.annotate(**compiled(Agent, _unfinished_turns))
 
 
 def _unfinished_turns() -> dict:
@@ -259,7 +260,7 @@ def turn_claim(
     unless `replay_runs_it` (the replay's own run). `annotate` gives the expressions
     read with the turn (teams.engine.prompts: what building its request needs)."""
     now = timezone.now()
-    claim = _claim_expressions()
+    claim = compiled(Turn, _claim_expressions)
     # The replay check is in the claim's own statement: no read before it.
     queued = _queued(with_replay_check=not replay_runs_it).filter(pk=turn_id)
     claimed = queued.update(
@@ -288,13 +289,14 @@ def turn_claim(
 @functools.cache
 def _queued(*, with_replay_check: bool) -> QuerySet[Turn]:
     queued = Turn.objects.filter(status=Turn.Status.QUEUED)
-    return queued.exclude(_claim_expressions()["replay_running"]) if with_replay_check else queued
+    replay_running = compiled(Turn, _claim_expressions)["replay_running"]
+    return queued.exclude(replay_running) if with_replay_check else queued
 
 
 @functools.cache
 def _claimed_read(annotate: Callable[[], dict] | None) -> QuerySet[Turn]:
     claimed = Turn.objects.select_related("team", "agent")
-    return claimed.annotate(**annotate()) if annotate else claimed
+    return claimed.annotate(**compiled(Turn, annotate)) if annotate else claimed
 
 
 @functools.cache

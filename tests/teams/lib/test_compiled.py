@@ -1,0 +1,69 @@
+"""Annotations compiled once (teams.lib.compiled) read what the ORM reads: each kept
+set of a hot statement (the rotation's, the claim's, the claimed turn's read for its
+request, the stuck checks') runs both ways on rows that give its values something to
+say, and the two must agree. A Django upgrade that changes the compiler this leans on
+fails here, loudly, not in a turn."""
+
+from __future__ import annotations
+
+import pytest
+
+from teams import services
+from teams.conversation import questions
+from teams.engine import claims
+from teams.lib.compiled import compiled
+from teams.models import Agent, Team, Turn
+from teams.run import stuck, team_actions, turns
+from tests.helpers import make_team
+
+pytestmark = pytest.mark.django_db
+
+
+def both_ways(queryset, build) -> tuple[list[dict], list[dict]]:
+    names = sorted(build())
+    orm = queryset.annotate(**build()).order_by("pk").values("pk", *names)
+    kept = queryset.annotate(**compiled(queryset.model, build)).order_by("pk")
+    return list(orm), list(kept.values("pk", *names))
+
+
+@pytest.fixture
+def talked():
+    """A team whose first turn finished (the next one queued), with an anchor, a
+    question between two agents and a stuck request."""
+    team = make_team("alpha")
+    team_actions.team_start(team=team)
+    first = turns.turn_claim(Turn.objects.get(team=team).id, "w1")
+    turns.turn_finish(turn=first, worker="w1", text="Plan: a state machine.")
+    services.anchor_save(team=team, key="db", value="PostgreSQL")
+    coder = team.agents.get(name="coder")
+    questions.ask(team=team, origin=coder, question="Which parser?", target="reviewer")
+    stuck.stuck_request_open(team=team, turn=first, reason="going round")
+    return Team.objects.get(pk=team.pk)
+
+
+def test_the_rotations_subqueries(talked):
+    orm, kept = both_ways(Agent.objects.filter(team=talked), turns._unfinished_turns)
+    assert orm == kept
+    assert [row["busy"] for row in orm].count(True) == 1  # the queued turn's agent
+    assert all(row["talking"] for row in orm)
+
+
+def test_the_claims_subqueries(talked):
+    orm, kept = both_ways(Turn.objects.filter(team=talked), turns._claim_expressions)
+    assert orm == kept and len(orm) == 2
+    assert orm[-1]["snapshot"] > 0 and not any(row["replay_running"] for row in orm)
+
+
+def test_the_claimed_turns_read_for_its_request(talked):
+    orm, kept = both_ways(Turn.objects.filter(team=talked), claims.claim_annotations)
+    assert orm == kept
+    assert all("PostgreSQL" in row["prompt_anchors"] for row in orm), orm
+    assert all("coder" in row["prompt_roster"] for row in orm)
+
+
+def test_the_stuck_checks_reads(talked):
+    orm, kept = both_ways(Team.objects.filter(pk=talked.pk), stuck.checks_read(talked.phase))
+    assert orm == kept
+    (row,) = orm
+    assert row["stuck_open_request"] and row["stuck_after_turn"] and row["stuck_since"]
+    assert row["stuck_queries"] and row["stuck_phase"] == talked.phase
