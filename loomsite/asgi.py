@@ -21,6 +21,7 @@ from django.db import connections  # noqa: E402
 from django.http import Http404  # noqa: E402
 from django.http.request import is_same_domain, validate_host  # noqa: E402
 
+from teams.a2a.asgi import A2AMount  # noqa: E402
 from teams.mcp.asgi import MCPMount  # noqa: E402
 from teams.web.routing import channel_routes, websocket_urlpatterns  # noqa: E402
 
@@ -152,8 +153,9 @@ application = ProtocolTypeRouter(
     {
         # Static files straight from the apps: the embedded mode needs no collectstatic
         # (put a web server or CDN in front in the scaled-out mode).
-        # /mcp: the MCP endpoint (teams.mcp), in front of Django.
-        "http": MCPMount(StaticFiles(django_asgi_app)),
+        # /mcp: the MCP endpoint (teams.mcp), and /a2a/: published teams over A2A
+        # (teams.a2a), in front of Django.
+        "http": A2AMount(MCPMount(StaticFiles(django_asgi_app))),
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         "channel": channel_routes,
     }

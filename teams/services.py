@@ -51,6 +51,7 @@ TEAM_SETTINGS = (
     "max_exchanges",
     "max_pass_rounds",
     "max_phase_turns",
+    "a2a",
 )
 AGENT_SETTINGS = (
     "name",

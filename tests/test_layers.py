@@ -28,6 +28,7 @@ FACE_PACKAGES = (
     "teams.web",
     "teams.api",
     "teams.mcp",
+    "teams.a2a",
     "teams.management",
 )
 # The domain's packages by role; each __init__ says what lives there.

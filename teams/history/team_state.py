@@ -66,6 +66,10 @@ TEAM_OWN = (
     "workspace",  # a copy's files live in its own default folder, never a shared one
     "forked_from",
     "forked_at",
+    "a2a",  # a copy is a run of its own, not a second template others may hire
+    "hired_from",
+    "hired_by",
+    "hire_canceled_at",
     "copied_turns",
     "copied_spent_usd",
     "event_seq",

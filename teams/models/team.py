@@ -159,6 +159,35 @@ class Team(models.Model):
     copied_spent_usd = models.DecimalField(
         max_digits=12, decimal_places=6, default=Decimal("0"), editable=False
     )
+    # A2A (teams.a2a): a published team is a template other agents hire; each hire is a
+    # fresh copy of it (a "run") that says which template and which caller's token made it.
+    a2a = models.BooleanField(
+        "published over A2A",
+        default=False,
+        help_text="Other agents may hire this team over the A2A protocol: each message "
+        "they send starts a fresh copy of it, with the message as its goal.",
+    )
+    hired_from = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="hired_runs",
+        editable=False,
+        help_text="The published team this run was hired from over A2A.",
+    )
+    hired_by = models.CharField(
+        max_length=120,
+        blank=True,
+        editable=False,
+        help_text="The label of the API token that hired this run over A2A.",
+    )
+    hire_canceled_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When the hirer canceled this run over A2A (the run was paused).",
+    )
     # The sequence number of the team's last live event (teams.live.event_log): advanced by
     # an UPDATE in the transaction that commits the change, never by save().
     event_seq = models.PositiveBigIntegerField(default=0, editable=False)

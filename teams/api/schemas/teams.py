@@ -69,6 +69,12 @@ class ToolAccess(BaseModel):
     )
 
 
+A2A_HELP = (
+    "Published over A2A: other agents may hire this team at /a2a/{team}/ (its card at "
+    "/a2a/{team}/.well-known/agent-card.json); each message starts a fresh copy."
+)
+
+
 class TeamIn(In):
     slug: str = Field(
         max_length=SLUG_MAX,
@@ -119,6 +125,7 @@ class TeamPatch(In):
     max_exchanges: int = Field(None, ge=0, le=10_000, description=EXCHANGES_HELP)
     max_pass_rounds: int = Field(None, ge=0, le=1000, description=PASS_ROUNDS_HELP)
     max_phase_turns: int = Field(None, ge=0, le=1_000_000, description=PHASE_TURNS_HELP)
+    a2a: bool = Field(None, description=A2A_HELP)
 
 
 class TeamCloneIn(In):
@@ -164,6 +171,11 @@ class TeamOut(BaseModel):
         None, description="The agent the PM chose to speak next, until its turn is queued."
     )
     agents: list[AgentOut]
+    a2a: bool = Field(description=A2A_HELP)
+    hired_from: str | None = Field(
+        None, description="The published team this run was hired from over A2A."
+    )
+    hired_by: str = Field("", description="The label of the token that hired this run over A2A.")
     created_at: datetime
     updated_at: datetime
 
@@ -196,6 +208,9 @@ class TeamOut(BaseModel):
             max_phase_turns=team.max_phase_turns,
             next_speaker=team.next_speaker.name if team.next_speaker_id else None,
             agents=[AgentOut.model_validate(a) for a in team.agents.all()],
+            a2a=team.a2a,
+            hired_from=team.hired_from.slug if team.hired_from_id else None,
+            hired_by=team.hired_by,
             created_at=team.created_at,
             updated_at=team.updated_at,
         )
