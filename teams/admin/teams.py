@@ -127,6 +127,7 @@ class TeamAdmin(BudgetFieldsMixin, TeamScopedAdmin):
     fieldsets = (
         (None, {"fields": ("slug", "name", "goal", "plan", "phases", "workspace", "managers")}),
         ("Budgets", {"fields": ("max_turns", "max_cost_usd")}),
+        ("A2A", {"fields": ("a2a",)}),
         (
             "What the agents read and may do",
             {
