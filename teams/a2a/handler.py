@@ -242,8 +242,9 @@ class TeamRequestHandler(RequestHandler):
 
     async def _follow(self, run: Team, *, first: bool, stop_on_input: bool = True):
         """The run's task, then each new conversation message and each change of its
-        state as status updates (a Message event would end the stream), until it completes, fails, is canceled or (for a message just sent)
-        needs input; a completed run's artifacts come before its last status."""
+        state as status updates (a Message event would end the stream), until it
+        completes, fails, is canceled or (for a message just sent) needs input; a
+        completed run's artifacts come before its last status."""
         task = await database_sync_to_async(task_of)(run, history=0)
         yield task
         last_state, last_text = task.status.state, task.status.message.parts[0].text

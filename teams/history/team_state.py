@@ -135,6 +135,7 @@ MODELS: dict[str, Part] = {
     ),
     "teams.WebhookDelivery": Part(LEAVE, LEAVE, "deliveries belong to their webhook"),
     "teams.Replay": Part(LEAVE, LEAVE, "a replay's record belongs to the team it made"),
+    "teams.EvalCase": Part(LEAVE, LEAVE, "an eval's record of a case belongs to the team it ran"),
 }
 
 WORDS = {
