@@ -24,7 +24,7 @@ def _on_sqlite(sql):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("teams", "0023_evals"),
+        ("teams", "0025_agent_max_tokens"),
     ]
 
     operations = [
