@@ -343,8 +343,9 @@ def bwrap_arguments(directory: Path, command: str, tools: Path | None) -> list[s
         prefix = toolchain.base_prefix()
         if prefix != Path("/usr") and Path("/usr") not in prefix.parents:
             args += ["--ro-bind", str(prefix), str(prefix)]
+    extras = []  # mounted after /tmp and home: a folder under /tmp stays visible
     for extra in extra_paths():
-        args += ["--ro-bind", str(extra), str(extra)]
+        extras += ["--ro-bind", str(extra), str(extra)]
         if (extra / "bin").is_dir():
             path.append(str(extra / "bin"))
     path += ["/usr/local/bin", "/usr/bin", "/bin"]
@@ -352,7 +353,7 @@ def bwrap_arguments(directory: Path, command: str, tools: Path | None) -> list[s
         "--proc", "/proc", "--dev", "/dev",
         "--size", size, "--tmpfs", "/tmp",
         "--size", size, "--tmpfs", home,
-        "--bind", str(directory), WORKSPACE_MOUNT, "--chdir", WORKSPACE_MOUNT,
+        "--bind", str(directory), WORKSPACE_MOUNT, *extras, "--chdir", WORKSPACE_MOUNT,
         # bwrap's own root is a tmpfs: read-only, so nothing is written to memory there.
         "--remount-ro", "/",
         "--clearenv",

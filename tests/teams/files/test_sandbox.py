@@ -132,3 +132,28 @@ def test_check_and_healthz_say_why_commands_are_not_offered(client, monkeypatch)
         call_command("check", fail_level="WARNING")
     assert "teams.W101" in str(raised.value)
     assert "Agents cannot run commands (the tool is not offered): no bwrap" in str(raised.value)
+
+
+def test_sandbox_paths_are_shown_read_only_with_their_bin_on_path(folder, settings, tmp_path):
+    extra = tmp_path / "node"
+    (extra / "bin").mkdir(parents=True)
+    tool = extra / "bin" / "hello-tool"
+    tool.write_text("#!/bin/sh\necho hello from the extra folder\n")
+    tool.chmod(0o755)
+    settings.LOOM_SANDBOX_PATHS = [str(extra)]
+    result = sandbox_run(
+        directory=folder, command=f"hello-tool; touch {extra}/x", timeout_seconds=30
+    )
+    assert result.stdout == "hello from the extra folder\n"
+    assert "Read-only file system" in result.stderr
+    assert not (extra / "x").exists()
+
+
+def test_a_sandbox_path_that_would_show_loom_s_data_is_refused(folder, settings):
+    settings.LOOM_SANDBOX_PATHS = [str(settings.DATA_DIR)]
+    assert sandbox.sandbox_unavailable() == (
+        f"LOOM_SANDBOX_PATHS names {str(settings.DATA_DIR)!r}, which would show Loom's data "
+        "folder to commands."
+    )
+    with pytest.raises(SandboxUnavailable, match="which would show Loom's data folder"):
+        sandbox_run(directory=folder, command="true", timeout_seconds=5)
