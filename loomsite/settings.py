@@ -202,5 +202,7 @@ LOGGING = {
         "loom": {"handlers": ["console"], "level": "INFO", "propagate": False},
         # Failed and locked-out logins ("AXES: New login failure by {username, ip}").
         "axes": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        # The MCP SDK logs each /mcp request at INFO (about 7 lines): its warnings only.
+        "mcp": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }

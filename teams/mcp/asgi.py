@@ -26,8 +26,9 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from mcp.server.transport_security import TransportSecuritySettings
 
-from teams.access import bearer_key, caller_for_key
+from teams.access import bearer_key, caller_for_token
 from teams.api.auth import CallerThrottle
+from teams.errors import Unauthenticated
 from teams.mcp.server import server_for
 
 MCP_PATH = "/mcp"
@@ -58,10 +59,15 @@ async def serve(scope, receive, send) -> None:
     if not _host_allowed(scope):
         return await _json(send, 400, {"detail": "Invalid Host header."})
     key = bearer_key(scope.get("headers", []))
-    who = await database_sync_to_async(caller_for_key)(key) if key else None
+    try:  # a refused token is told why (expired, revoked...), as the REST API does
+        who = await database_sync_to_async(caller_for_token)(key) if key else None
+    except Unauthenticated as exc:
+        who, refused = None, exc.message
+    else:
+        refused = UNAUTHENTICATED
     if who is None:
         return await _json(
-            send, 401, {"detail": UNAUTHENTICATED}, headers=[(b"www-authenticate", b"Bearer")]
+            send, 401, {"detail": refused}, headers=[(b"www-authenticate", b"Bearer")]
         )
     throttle = CallerThrottle()  # LOOM_API_RATE: one budget per caller with the REST API
     if not await database_sync_to_async(throttle.allow_request)(SimpleNamespace(auth=who)):

@@ -233,13 +233,33 @@ def test_no_token_a_wrong_one_or_a_revoked_one_is_a_401(team, alpha_key):
     revoked = api_token(team=team, label="old laptop")
     ApiToken.objects.filter(key_hash=ApiToken.hash_key(revoked)).update(revoked_at=timezone.now())
     assert post_initialize(alpha_key).status_code == 200
-    for key in (None, "loom_not-a-token", revoked):
+    unknown = (
+        "Authentication required: send Authorization: Bearer <token> with a live token "
+        "(this one is unknown or revoked)."
+    )
+    for key, detail in (
+        (None, "Authentication required: send Authorization: Bearer <token>."),
+        ("loom_not-a-token", unknown),
+        (revoked, unknown),
+    ):
         response = post_initialize(key)
         assert response.status_code == 401
         assert response.headers["www-authenticate"] == "Bearer"
-        assert response.json() == {
-            "detail": "Authentication required: send Authorization: Bearer <token>."
-        }
+        assert response.json() == {"detail": detail}
+
+
+def test_an_expired_token_is_told_it_expired_as_the_rest_api_does(team):
+    """Issue 33, finding 8: /mcp says why a token is refused."""
+    from datetime import UTC, datetime
+
+    expired = api_token(team=team, label="last year")
+    when = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    ApiToken.objects.filter(key_hash=ApiToken.hash_key(expired)).update(expires_at=when)
+    response = post_initialize(expired)
+    assert response.status_code == 401
+    assert response.json() == {
+        "detail": "This token expired at 2025-01-02 03:04:05 UTC; make a new one."
+    }
 
 
 def test_the_mcp_client_gets_the_refusal_as_an_error(team):
