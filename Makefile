@@ -7,13 +7,16 @@ PORT ?= 8000
 # Scaled-out tests use these servers when they answer (see scripts/services_up.py).
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 REDIS_URL ?= redis://127.0.0.1:6379/0
-# The second run, on PostgreSQL, beside the first (scripts/test_suite.sh): the browser,
-# page and admin tests (which exercise the pages, not the database), the settings tests
-# (which read the environment) and the replays (which compare recorded requests, a whole
-# demo run each) run in the first only, and Schemathesis repeats its seed with fewer
-# cases. CI's whole budget is 25 minutes on 2 cores.
-PG_ARGS = --ignore=tests/browser --ignore=tests/loomsite --ignore=tests/teams/web \
-	--ignore=tests/teams/admin --ignore=tests/teams/engine/test_replay.py
+# The second run, on PostgreSQL, beside the first (scripts/test_suite.sh): only the tests
+# that use the database (--database-tests-only), and of those not the browser, page and
+# admin tests (which exercise the pages, not the database; the socket tests in
+# tests/teams/web do run), the settings tests (which read the environment) and the
+# replays (which compare recorded requests, a whole demo run each); Schemathesis repeats
+# its seed with fewer cases. LOOM_TEST_WORKERS (default 2) sets each run's xdist workers.
+PAGE_TESTS = test_approval_pages test_charts test_time_travel_views test_views test_workspace_views
+PG_ARGS = --ignore=tests/browser --ignore=tests/loomsite --ignore=tests/teams/admin \
+	$(foreach page,$(PAGE_TESTS),--ignore=tests/teams/web/$(page).py) \
+	--ignore=tests/teams/engine/test_replay.py
 
 .PHONY: install dev run test lint bench clean screenshots
 

@@ -10,11 +10,16 @@ os.environ.setdefault("LOOM_SECRET_KEY", "loom-test-suite-key-not-a-secret")
 from loomsite.settings import *  # noqa: E402,F403
 
 # A test database of this run's own, so runs side by side (two checkouts, a helper's
-# run beside yours) never share one SQLite file.
-_test = DATABASES["default"].get("TEST") or {}  # noqa: F405
-if _test.get("NAME") and DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
+# run beside yours, make test's two runs) never share one SQLite file or PostgreSQL
+# database. pytest-xdist's workers are processes of their own (and pytest-django adds
+# "_gw<n>" besides). PostgreSQL's would otherwise be "test_<name>" for every run.
+_default = DATABASES["default"]  # noqa: F405
+_test = _default.setdefault("TEST", {})
+if _test.get("NAME") and _default["ENGINE"].endswith("sqlite3"):
     _name = _test["NAME"]
     _test["NAME"] = f"{_name.removesuffix('.sqlite3')}-{os.getpid()}.sqlite3"
+elif _default["ENGINE"].endswith("postgresql"):
+    _test["NAME"] = f"test_{_default['NAME']}_{os.getpid()}"
 
 # Passwords hashed with one PBKDF2 round: Django's default hashing (about a third of a
 # second a password) made every user a fixture creates cost more than most tests. The

@@ -14,6 +14,40 @@ for _method in ("connect", "receive_from", "receive_json_from"):
 WebsocketCommunicator.disconnect.__defaults__ = (1000, SOCKET_WAIT)
 
 
+# What a test that touches the database asks for (pytest-django refuses it otherwise).
+DATABASE_FIXTURES = {
+    "db",
+    "transactional_db",
+    "django_db_reset_sequences",
+    "django_db_serialized_rollback",
+    "live_server",
+}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--database-tests-only",
+        action="store_true",
+        help="run only the tests that use the database (make test's PostgreSQL run: "
+        "the others ran on SQLite already and do not depend on the database)",
+    )
+
+
+def uses_database(item) -> bool:
+    if item.get_closest_marker("django_db") is not None:
+        return True
+    return bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--database-tests-only"):
+        return
+    kept = [item for item in items if uses_database(item)]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if not uses_database(item)])
+        items[:] = kept
+
+
 @pytest.fixture(autouse=True)
 def fast_offline_model(settings):
     settings.LOOM_OFFLINE_DELAY = 0
