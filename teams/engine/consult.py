@@ -15,8 +15,6 @@ import threading
 import time
 from dataclasses import dataclass
 
-import anthropic
-import openai
 from django.conf import settings
 
 from teams.engine.providers import describe_status_error, replaying
@@ -82,6 +80,10 @@ def consult(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
 
 
 def _anthropic(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
+    # The SDKs are imported on the first consultation, not with this module (see
+    # teams.engine.providers._anthropic).
+    import anthropic
+
     client = _client(
         "anthropic",
         profile_key(profile),
@@ -136,6 +138,8 @@ def _anthropic(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
 
 
 def _openai(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
+    import openai
+
     client = _client(
         "openai",
         profile_key(profile),

@@ -16,8 +16,8 @@ import logging
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
-import anthropic
 from django.conf import settings
 
 from teams.engine.offline import OfflineProvider
@@ -26,6 +26,9 @@ from teams.errors import ModelError
 from teams.lib.catalog import CLAUDE_PREFIX, OFFLINE_MODEL, Usage, family_of, price_problem
 from teams.observability import telemetry
 from teams.services import without_nul
+
+if TYPE_CHECKING:
+    import anthropic
 
 log = logging.getLogger("loom.model")
 
@@ -44,6 +47,8 @@ class AnthropicProvider:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         on_text=None,
     ) -> ModelReply:
+        import anthropic  # see _anthropic
+
         unpriced = price_problem(model)
         if unpriced:
             raise ModelError(unpriced)
@@ -100,6 +105,10 @@ _clients: dict[tuple, anthropic.Anthropic] = {}
 
 
 def _anthropic() -> Provider:
+    # Imported on the first call, not with this module: a process that never calls
+    # Claude (the offline model, a management command) is spared a second of CPU.
+    import anthropic
+
     if not settings.ANTHROPIC_API_KEY:
         raise ModelError(
             "ANTHROPIC_API_KEY is not set, and Claude models need it: set it, or give the "
