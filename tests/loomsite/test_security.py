@@ -105,7 +105,7 @@ def test_failed_logins_are_throttled_per_user_and_address_and_logged(client):
     for _ in range(5):
         client.post("/admin/login/", {"username": "alice", "password": "wrong"})
     response = client.post("/admin/login/", {"username": "alice", "password": PASSWORD})
-    assert response.status_code in (403, 429)
+    assert response.status_code == 429  # django-axes: Too Many Requests
     assert "_auth_user_id" not in client.session  # the right password is refused too
     assert AccessAttempt.objects.get(username="alice").failures_since_start >= 5
     logging.getLogger("axes").removeHandler(handler)
@@ -135,7 +135,7 @@ def test_behind_a_trusted_proxy_throttling_keys_on_the_address_the_proxy_saw(cli
     # An attacker at 203.0.113.9 rotates what it claims on the left: still one address.
     for i in range(5):
         attempt(f"10.9.{i}.1, 203.0.113.9")
-    assert attempt("10.9.99.1, 203.0.113.9", PASSWORD).status_code in (403, 429)
+    assert attempt("10.9.99.1, 203.0.113.9", PASSWORD).status_code == 429
     # The real admin, elsewhere behind the same proxy, is not locked out.
     response = attempt("198.51.100.7", PASSWORD)
     assert response.status_code == 302

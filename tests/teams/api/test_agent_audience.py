@@ -5,6 +5,7 @@ import pytest
 
 from teams import services
 from teams.conversation import keepers, questions
+from teams.errors import Conflict
 from teams.integrations import webhooks
 from teams.models import Anchor, Message, Query, Team, WebhookDelivery
 from teams.run import team_actions
@@ -192,7 +193,7 @@ class TestTeamState:
         assert Message.objects.filter(kind=Message.Kind.PHASE_SUMMARY).count() == summaries
         assert WebhookDelivery.objects.filter(event="team.done").count() == 1
         # The domain refuses it as well, whoever calls it.
-        with pytest.raises(Exception, match="finished"):
+        with pytest.raises(Conflict, match="is finished"):
             team_actions.phase_complete(team=team, agent=agents["coach"], summary="Forged.")
         assert WebhookDelivery.objects.filter(event="team.done").count() == 1
 

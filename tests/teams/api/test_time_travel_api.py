@@ -6,7 +6,7 @@ import pytest
 from teams.models import Message, Replay, Team
 from teams.run import team_actions
 from tests.fakes.messages_api import text
-from tests.helpers import ApiClient, api_token, drain, per_agent
+from tests.helpers import ApiClient, api_token, client_for, drain, per_agent
 
 pytestmark = pytest.mark.django_db
 
@@ -106,7 +106,7 @@ def test_numbers_past_the_database_columns_are_refused_before_any_query(pm_api, 
     assert not Team.objects.filter(slug__in=["alpha-x", "alpha-replay"]).exists()
 
 
-def test_compare_two_teams(pm_api, team, talked):
+def test_compare_two_teams(pm_api, pm, team, talked):
     point = Message.objects.get(team=team, content="I looked around.")
     pm_api.post(
         "/teams/alpha/fork",
@@ -119,5 +119,8 @@ def test_compare_two_teams(pm_api, team, talked):
     assert difference["a"]["content"] == "I looked around."
     assert difference["b"]["content"] == "I looked elsewhere."
     assert pm_api.get("/teams/alpha/compare/nope").status_code == 404
-    page = pm_api.client.get("/teams/alpha/compare/alpha-b/")
-    assert page.status_code in (200, 302)
+    # The same comparison as a page, for the PM logged in (a token is not a session).
+    assert pm_api.client.get("/teams/alpha/compare/alpha-b/").status_code == 302
+    page = client_for(pm).get("/teams/alpha/compare/alpha-b/")
+    assert page.status_code == 200
+    assert "I looked elsewhere." in page.content.decode()

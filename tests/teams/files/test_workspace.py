@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from teams import services
-from teams.errors import Conflict, InvalidInput, LoomError
+from teams.errors import Conflict, InvalidInput, NotFound
 from teams.files import workspace
 from teams.history import cloning
 from teams.models import Team
@@ -42,7 +42,7 @@ def test_a_renamed_teams_files_stay_its_own_and_the_old_slug_starts_empty(team, 
     assert api.patch("/teams/mallory-team", {"slug": "alpha"}).status_code == 200
     theirs.refresh_from_db()
     assert workspace.file_list(theirs).total == 0
-    with pytest.raises(LoomError):
+    with pytest.raises(NotFound, match="No file 'notes.md' in the workspace"):
         workspace.file_read(theirs, "notes.md")
     listing = api.get("/teams/alpha/files")
     assert listing.status_code == 200 and listing.json()["entries"] == []
