@@ -8,6 +8,8 @@ import re
 
 import pytest
 from django.core.management import call_command
+from django.db import transaction
+from django.test import override_settings
 
 from teams import services
 from teams.conversation import pm_requests
@@ -58,13 +60,29 @@ def said_in(step) -> str:
     return Message.objects.get(turn=step.turn, kind=Message.Kind.CHAT).content
 
 
+@pytest.fixture(scope="module")
+def demo_run(django_db_setup, django_db_blocker, tmp_path_factory):
+    """One whole run of the demo (seconds of CPU) for the tests of this module that read
+    it: made in a transaction rolled back after the module's last test, each test's own
+    work in a savepoint inside it (as Django's TestCase.setUpTestData does). The suite's
+    per-test settings (tests/conftest.py) are given here for the module."""
+    with (
+        django_db_blocker.unblock(),
+        override_settings(LOOM_OFFLINE_DELAY=0, DATA_DIR=tmp_path_factory.mktemp("demo-data")),
+        pytest.MonkeyPatch.context() as monkeypatch,
+        transaction.atomic(),
+    ):
+        monkeypatch.setenv("LOOM_ADMIN_PASSWORD", "correct horse battery")
+        call_command("loom_demo")
+        team = Team.objects.get(slug=DEMO_SLUG)
+        team_actions.team_start(team=team)
+        yield run_to_the_end(team).pk
+        transaction.set_rollback(True)
+
+
 @pytest.fixture
-def demo(db, monkeypatch):
-    monkeypatch.setenv("LOOM_ADMIN_PASSWORD", "correct horse battery")
-    call_command("loom_demo")
-    team = Team.objects.get(slug=DEMO_SLUG)
-    team_actions.team_start(team=team)
-    return run_to_the_end(team)
+def demo(demo_run, db):
+    return Team.objects.get(pk=demo_run)
 
 
 def test_one_offline_run_of_the_demo_shows_every_mechanism(demo):
