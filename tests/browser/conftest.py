@@ -3,6 +3,7 @@ child process on the test database, driven by Playwright in Debian's Chromium.
 
 Skipped, loudly, when no Chromium is installed (`apt-get install chromium`)."""
 
+import os
 import shutil
 
 import pytest
@@ -41,18 +42,36 @@ def pytest_collection_modifyitems(config, items):
             )
 
 
-@pytest.fixture
-def browser(monkeypatch):
-    # Playwright's sync API runs an event loop in this thread; the test's own ORM
-    # calls are plain synchronous code and safe here.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+@pytest.fixture(scope="package")
+def chromium():
+    """One Chromium for the browser tests a process runs (a launch costs about a second
+    of CPU). Playwright's sync API runs an event loop in this thread from here on; the
+    tests' own ORM calls (and the database's flush after each) are plain synchronous
+    code and safe here, so Django is told not to refuse them."""
+    allowed = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        # ORM calls made while Playwright's loop ran used their own connection.
-        connections.close_all()
-        browser.close()
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if allowed is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = allowed
+
+
+@pytest.fixture
+def browser(chromium):
+    """The shared Chromium; what a test opens in it (contexts, their pages and cookies)
+    is closed after the test, so the next starts with none."""
+    yield chromium
+    for context in chromium.contexts:
+        context.close()
+    # ORM calls made while Playwright's loop ran used their own connection.
+    connections.close_all()
 
 
 @pytest.fixture
