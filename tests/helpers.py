@@ -2,9 +2,11 @@
 conversation."""
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
@@ -329,3 +331,17 @@ def make_mcp_server(team, name="fake", **kwargs):
 
     spec = {"transport": "stdio", "command": FAKE_MCP_COMMAND, "by_superuser": True}
     return mcp_servers.mcp_server_create(team=team, name=name, **{**spec, **kwargs})
+
+
+def worker_redis_url() -> str | None:
+    """LOOM_TEST_REDIS_URL (None when unset), on a Redis database of this test process's
+    own: pytest-xdist's worker gw<n> takes the database the URL names plus n (of Redis's
+    16), so the runworker processes two workers start never take each other's wake-ups
+    (they listen on the same channel names)."""
+    url = os.environ.get("LOOM_TEST_REDIS_URL")
+    if not url:
+        return None
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    parts = urlsplit(url)
+    database = int(parts.path.strip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{(database + worker) % 16}"))

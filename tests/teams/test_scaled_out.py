@@ -16,9 +16,10 @@ from loomsite.env import parse_redis_url
 from teams import services
 from teams.models import Message, Team, Turn
 from teams.run import team_actions
+from tests.helpers import worker_redis_url
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = os.environ.get("LOOM_TEST_REDIS_URL")
+REDIS_URL = worker_redis_url()
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

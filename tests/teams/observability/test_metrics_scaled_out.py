@@ -5,7 +5,6 @@ multiprocess mode, the model calls the workers measured.
 
 Runs when the suite runs on PostgreSQL and LOOM_TEST_REDIS_URL names a Redis server."""
 
-import os
 import sys
 import time
 import urllib.request
@@ -19,12 +18,13 @@ from loomsite.env import parse_redis_url
 from teams import services
 from teams.models import Team, Turn, TurnStep
 from teams.run import team_actions
+from tests.helpers import worker_redis_url
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "scripts"))
 from scaled_out import Layout  # noqa: E402
 
-REDIS_URL = os.environ.get("LOOM_TEST_REDIS_URL")
+REDIS_URL = worker_redis_url()
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 pytestmark = [

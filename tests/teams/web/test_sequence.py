@@ -3,7 +3,6 @@ a socket that misses one (here: a channel layer that drops chosen group sends be
 the commit and the socket) is sent it from the database, in order and once, without
 reconnecting; a client that reconnects with `after_seq` gets exactly what it missed."""
 
-import os
 import time
 
 import pytest
@@ -16,7 +15,7 @@ from teams import services
 from teams.live import event_log
 from teams.models import LiveEvent, Team
 from teams.web import consumers
-from tests.helpers import make_team, make_user, socket
+from tests.helpers import make_team, make_user, socket, worker_redis_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,8 +44,8 @@ class FaultyLayer:
 @pytest.fixture
 def faulty_layer(monkeypatch, settings):
     """On PostgreSQL with LOOM_TEST_REDIS_URL, the faults sit on the Redis layer."""
-    if os.environ.get("LOOM_TEST_REDIS_URL") and connection.vendor == "postgresql":
-        redis_url = os.environ["LOOM_TEST_REDIS_URL"]
+    redis_url = worker_redis_url()
+    if redis_url and connection.vendor == "postgresql":
         settings.CHANNEL_LAYERS = {"default": parse_redis_url(redis_url, "LOOM_TEST_REDIS_URL")}
 
     def install(**faults):
