@@ -5,8 +5,10 @@ matching prefix; a model with no price is never priced as another and never call
 are counted as free and flagged)."""
 
 from decimal import Decimal
+from importlib import import_module
 
 import pytest
+from django.apps import apps as django_apps
 from django.urls import reverse
 
 from teams.engine.providers import model_problem
@@ -21,8 +23,14 @@ MILLION_IN = Usage(input_tokens=1_000_000)
 
 
 @pytest.fixture(autouse=True)
-def fresh_prices():
-    """The price cache is per process: a test's rolled-back rows must not stay in it."""
+def fresh_prices(db):
+    """The price cache is per process: a test's rolled-back rows must not stay in it.
+    The table holds what migration 0012 seeds: a transactional test run before this
+    module in the same process (pytest-xdist runs files one after another on a worker)
+    empties every table, so its seeding is run again (get_or_create: a no-op when the
+    rows are there)."""
+    seeding = import_module("teams.migrations.0012_prices_budgets_and_spend")
+    seeding.seed_prices(django_apps, None)
     catalog.prices_invalidate()
     yield
     catalog.prices_invalidate()
