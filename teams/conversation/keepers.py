@@ -183,6 +183,47 @@ def offload(
     return result
 
 
+# --- a closed phase, filed ------------------------------------------------------
+
+# What a phase's conversation is: what every agent of it read (not inboxes, not passes).
+PHASE_FILED_KINDS = [Message.Kind.CHAT, Message.Kind.PM, Message.Kind.SYSTEM, Message.Kind.SEAT]
+
+
+def phase_topic(phase: str) -> str:
+    return f"phase {phase}"
+
+
+@transaction.atomic
+def phase_file(*, team: Team, phase: str) -> Keeper | None:
+    """File a closing phase's conversation in a keeper of the team's (no agent's: all
+    may read it), its topic "phase <name>", so that a later phase finds with a search
+    what its summary refers to (later requests hold only the summary). None when the
+    phase said nothing."""
+    messages = list(
+        Message.objects.filter(
+            team=team, phase=phase, recipient__isnull=True, kind__in=PHASE_FILED_KINDS
+        )
+        .select_related("author")
+        .order_by("id")
+    )
+    if not messages:
+        return None
+    keeper = Keeper.objects.create(team=team, agent=None, topic=phase_topic(phase)[:200])
+    KeeperEntry.objects.bulk_create(
+        KeeperEntry(keeper=keeper, message=m, position=i, role=m.speaker, content=m.content)
+        for i, m in enumerate(messages)
+    )
+    keeper.index_entry = (
+        f"Keeper {keeper.id} '{keeper.topic}': the phase's conversation, {len(messages)} "
+        f"messages (#{messages[0].id} to #{messages[-1].id})."
+    )
+    keeper.save(update_fields=["index_entry"])
+    events.publish(
+        events.KeeperCreated(keeper=KeeperOut.of(keeper, len(messages))), team_id=team.id
+    )
+    return keeper
+
+
 # --- search --------------------------------------------------------------------
 
 
@@ -330,8 +371,31 @@ def detect_mode(query: str) -> str:
     return "smart" if text.endswith("?") or first in QUESTION_WORDS else "raw"
 
 
-def not_found(query: str) -> str:
-    return f"No relevant context found for: {query[:80]}"
+SEARCHED_KEEPERS_NAMED = 12  # keepers a fruitless search names; the rest are counted
+
+
+def not_found(query: str, team: Team | None = None, keeper_id: int | None = None) -> str:
+    """Nothing matched: said with where the search looked, so the agent knows whether
+    to search again elsewhere or differently."""
+    found = f"No relevant context found for: {query[:80]}"
+    if team is None:
+        return found
+    if keeper_id is not None:
+        return f"{found} (searched keeper {keeper_id} only; omit keeper_id to search all)."
+    keepers = list(Keeper.objects.filter(team=team).order_by("id").values_list("id", "topic"))
+    if not keepers:
+        return (
+            f"{found} (the team has no keepers yet: each phase is filed in one when it "
+            "closes, and offloads make more; this phase's conversation is in your history)."
+        )
+    named = [f'{pk} "{topic}"' for pk, topic in keepers[:SEARCHED_KEEPERS_NAMED]]
+    more = len(keepers) - len(named)
+    listed = "; ".join(named) + (f"; and {more} more" if more > 0 else "")
+    noun = "keeper" if len(keepers) == 1 else "keepers"
+    return (
+        f"{found} (searched {len(keepers)} {noun}: {listed}; this phase's conversation "
+        "is in your history, not in a keeper). Try other words, or one keeper by its id."
+    )
 
 
 SMART_SYSTEM = (
@@ -365,7 +429,7 @@ def retrieve(
         raise NotFound(f"Keeper {keeper_id} not found in this team.")
     entries = search(team=team, query=query, keeper_id=keeper_id, viewer=viewer)
     if not entries:
-        return not_found(query)
+        return not_found(query, team, keeper_id)
     if mode == "raw":
         return format_entries(entries)
     excerpts = "\n".join(
@@ -374,7 +438,7 @@ def retrieve(
     )
     answer = ask_model(SMART_SYSTEM, f"Excerpts:\n{excerpts}\n\nQuestion: {query}", 800).strip()
     if not answer or answer == "NOT_FOUND":
-        return not_found(query)
+        return not_found(query, team, keeper_id)
     return answer
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from teams.conversation import hierarchy, phase_guide
 from teams.models import Agent, Anchor, Team
 from tools import registry
+from tools.context import ContextRetrieve
 from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
 from tools.mesh import DeclareIntent, MapContext
 from tools.workspace import FileEdit, FileWrite
@@ -41,6 +42,10 @@ NORMS = "\n".join(
         f"team) or when you call {PassTurn.name}; make any tool calls you need before that. "
         "Text beside a tool call is your working notes: the PM sees them, your teammates "
         "do not, so put what they need in your final reply.",
+        "- Earlier phases: your history holds their summaries; each closed phase's whole "
+        'conversation is filed in a keeper named after it ("phase planning"), which '
+        f"{ContextRetrieve.name} searches: look there before rebuilding what a summary "
+        "refers to.",
         "- Lines marked [Your action] are Loom's record of your own tool calls earlier in "
         "this phase (their full results are not kept: call a tool again to see one); "
         "lines marked [Loom] or [system] are notes from Loom, not from a teammate.",
@@ -91,8 +96,9 @@ CLOSING = (
     f"phase's work is done, call {DONE} rather than asking again."
 )
 SUMMARY_LINE = (
-    "Your summary is all that later phases see of this one: give the decisions, the open "
-    "items and the files written."
+    "Your summary is what later phases read of this one (its conversation is filed in a "
+    "keeper they can search): give the decisions, the open items and the files written; "
+    "where it changes an earlier phase's decision, say which and how."
 )
 LAST_SUMMARY_LINE = (
     "This is the last phase: your summary is the team's outcome for the PM (what was "
@@ -157,8 +163,8 @@ def phase_text(agent: Agent, team: Team, phase: str) -> str:
     ]
     if agent.role != Agent.Role.COACH:
         lines.append(
-            f"The coach closes the phase with {DONE}; its summary is all that later "
-            "phases see of this one."
+            f"The coach closes the phase with {DONE}; later phases read its summary, "
+            "and can search the phase's conversation in its keeper."
         )
     lines.append(files_line(agent, team, phase))
     return "\n".join(lines)

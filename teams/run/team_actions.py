@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import F
 
 from teams import services
-from teams.conversation import hierarchy
+from teams.conversation import hierarchy, keepers
 from teams.errors import Conflict
 from teams.integrations import webhooks
 from teams.models import Agent, Anchor, Message, Team, WebhookEvent, WorkspaceFile
@@ -92,7 +92,7 @@ def team_pm_action(*, team: Team, action: TeamAction) -> ActionReport:
     )
 
 
-RECORD_ITEM_CHARS = 300  # each PM answer or anchor value in a phase's record
+RECORD_ITEM_CHARS = 1200  # a PM message quoted whole in a phase's record; longer: a pointer
 
 
 def phase_record(team: Team) -> list[str]:
@@ -104,9 +104,15 @@ def phase_record(team: Team) -> list[str]:
     def flat(text: str) -> str:
         return " ".join(text.split())
 
-    def short(text: str) -> str:
-        text = flat(text)
-        return text if len(text) <= RECORD_ITEM_CHARS else text[: RECORD_ITEM_CHARS - 1] + "…"
+    def quoted(message: Message) -> str:
+        """The PM whole, or a pointer: a quote cut mid-sentence reads as what was said."""
+        text = flat(message.content)
+        if len(text) <= RECORD_ITEM_CHARS:
+            return f'The PM said: "{text}"'
+        return (
+            f"The PM wrote message #{message.id} ({len(text):,} characters, too long to "
+            f'quote here): it is filed whole in the keeper "{keepers.phase_topic(phase)}".'
+        )
 
     phase = team.phase
     said = Message.objects.filter(team=team, phase=phase, kind=Message.Kind.PM).order_by("id")
@@ -118,11 +124,7 @@ def phase_record(team: Team) -> list[str]:
         .select_related("agent")
         .order_by("path")
     )
-    lines = [
-        f'The PM said: "{short(m.content)}"'
-        for m in said
-        if not any(flat(m.content) in value for value in pinned)
-    ]
+    lines = [quoted(m) for m in said if not any(flat(m.content) in value for value in pinned)]
     if written:
         files = [
             f"{f.path} ({f.size:,} bytes, by {f.agent.name if f.agent else '?'})" for f in written
@@ -141,6 +143,7 @@ def phase_complete(*, team: Team, agent: Agent, summary: str) -> Team:
     record = "\n".join([f"[Phase {finished} complete] {summary.strip()}", *phase_record(team)])
     services.message_add(team=team, content=record, kind=Message.Kind.PHASE_SUMMARY, author=agent)
     hierarchy.team_plan_add_summary(team=team, phase=finished, summary=summary)
+    keepers.phase_file(team=team, phase=finished)  # what the summary refers to, searchable
     if team.phase_index + 1 >= len(team.phases):
         services.system_note(team, f"All phases are complete after {finished}.")
         services.team_transition(team=team, action=TeamAction.FINISH)

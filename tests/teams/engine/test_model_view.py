@@ -55,7 +55,7 @@ def test_every_member_reads_the_phase_its_line_and_who_closes_it(team, messages_
     reviewer = of(api, "reviewer")[0].system_text
     assert "Your part as reviewer: point out ambiguities and missing requirements." in reviewer
     coach = of(api, "coach")[0].system_text
-    assert "Your summary is all that later phases see of this one" in coach
+    assert "Your summary is what later phases read of this one" in coach
 
 
 def test_a_teams_own_phase_line_replaces_the_default(team, messages_api):

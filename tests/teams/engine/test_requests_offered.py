@@ -6,12 +6,15 @@ phase is lost, and the PM is quoted whole."""
 
 from django.urls import reverse
 
-from teams.models import ConsultantProfile, Message
+from teams import services
+from teams.models import ConsultantProfile, Keeper, Message
 from teams.run import team_actions
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, per_agent
 from tools import registry
 from tools.consult import AskMulti, AskPeer, ReadConsultation
+from tools.context import ContextRetrieve
+from tools.conversation import SignalPhaseComplete
 from tools.mesh import MapContext
 from tools.workspace import FileWrite
 
@@ -97,3 +100,65 @@ def test_the_abilities_follow_the_phase_and_the_teams_policies(team, messages_ap
     assert (
         "- @coder (coder): writes files (with the PM's approval)" in of(api, "coach")[0].system_text
     )
+
+
+def _close_refinement(team, messages_api, coach_says, then=()):
+    """Refinement with the coach saying `coach_says` and closing it; the others say
+    `then` (one reply each) in planning."""
+    script = {
+        "coach": [
+            text(coach_says),
+            tool(SignalPhaseComplete.name, {"summary": "Test list agreed (see refinement)."}),
+            text("Planning starts."),
+        ],
+        "researcher": [text("Noted."), *then],
+        "coder": [text("Noted.")],
+        "reviewer": [text("Noted.")],
+    }
+    return messages_api(per_agent(script))
+
+
+def test_a_message_of_a_closed_phase_is_found_by_context_retrieve_in_the_next(team, messages_api):
+    tests = "Tests, verbatim: header parsing, empty body, unicode titles, nested lists."
+    retrieve = tool(ContextRetrieve.name, {"query": "nested lists", "mode": "raw"})
+    api = _close_refinement(team, messages_api, tests, then=[retrieve, text("Found it.")])
+    team_actions.team_start(team=team)
+    drain(team, limit=8)
+    team.refresh_from_db()
+    assert team.phase == "planning"
+    later = of(api, "researcher")[-1]
+    assert later.dump.count(tests) == 1  # in the tool result, not in the history
+    result = later.body["messages"][-1]["content"][0]
+    assert result["type"] == "tool_result" and f"[coach]: {tests}" in result["content"]
+    assert "context_retrieve searches" in later.system_text
+
+
+def test_a_retrieval_that_finds_nothing_says_where_it_looked(team, messages_api):
+    retrieve = tool(ContextRetrieve.name, {"query": "kubernetes", "mode": "raw"})
+    api = _close_refinement(team, messages_api, "Scope agreed.", then=[retrieve, text("No.")])
+    team_actions.team_start(team=team)
+    drain(team, limit=8)
+    result = of(api, "researcher")[-1].body["messages"][-1]["content"][0]["content"]
+    keeper = Keeper.objects.get(team=team, topic="phase refinement")
+    assert result == (
+        f'No relevant context found for: kubernetes (searched 1 keeper: {keeper.id} "phase '
+        "refinement\"; this phase's conversation is in your history, not in a keeper). Try "
+        "other words, or one keeper by its id."
+    )
+
+
+def test_the_pm_is_quoted_whole_or_pointed_at_never_cut(team, messages_api):
+    medium = "1. Plain-text output only. " + "Keep every column aligned by two spaces. " * 9
+    long = "3. Plain-text tables. " + "Each row ends without trailing spaces. " * 60
+    api = _close_refinement(team, messages_api, "Noted the PM's rules.")
+    team_actions.team_start(team=team)
+    services.message_add(team=team, content=medium, kind=Message.Kind.PM)
+    pm_long = services.message_add(team=team, content=long, kind=Message.Kind.PM)
+    drain(team, limit=8)
+    later = of(api, "researcher")[-1].dump
+    assert f'The PM said: \\"{" ".join(medium.split())}\\"' in later
+    assert (
+        f"The PM wrote message #{pm_long.id} ({len(' '.join(long.split())):,} characters, too "
+        'long to quote here): it is filed whole in the keeper \\"phase refinement\\".'
+    ) in later
+    assert "…" not in later
