@@ -14,20 +14,30 @@ from teams.engine.system_text import DONE, roster
 from teams.models import Agent, Message, Team
 from teams.run import steering
 
+# What does not address anyone: a quotation ("…" or a "> " line) and a list of three or
+# more @names (a roster, an owners' list), whoever is in it.
+QUOTED = re.compile(r'"[^"\n]*"|“[^”\n]*”|^>.*$', re.MULTILINE)
+NAME_LIST = re.compile(r"@[\w-]+(?:\s*(?:,|\band\b|\bor\b|&)\s*@[\w-]+){2,}")
+# What may address an agent: what teammates and the PM say, not Loom's records.
+ADDRESSING_KINDS = {Message.Kind.CHAT, Message.Kind.PM, Message.Kind.SEAT, Message.Kind.PEER}
+
 
 def mention_note(
     agent: Agent, history: list[Message], asking: set[str] | frozenset[str] = frozenset()
 ) -> str:
-    """A note when a teammate addressed the agent by @name in one of the last messages
-    it reads (`history`), unless that teammate is in `asking` (it asked or passed on a
-    question the agent's inbox shows open: that line already asks for the answer, and
-    how to give it). "@coder's question" speaks of the coder, not to it."""
+    """A note when a teammate addressed the agent by @name in one of the messages it
+    reads (`history`: those since it last spoke), unless that teammate is in `asking`
+    (it asked or passed on a question the agent's inbox shows open: that line already
+    asks for the answer, and how to give it). "@coder's question" speaks of the coder,
+    not to it; a quotation, a list of names and a phase summary address nobody."""
     named = re.compile(rf"@{re.escape(agent.name)}(?![\w-]|['’]s\b)")
-    recent = [m for m in history[-3:] if m.author_id != agent.id]
     mentions = [
         m
-        for m in recent
-        if named.search(m.content) and (m.author.name if m.author_id else m.speaker) not in asking
+        for m in history
+        if m.author_id != agent.id
+        and m.kind in ADDRESSING_KINDS
+        and named.search(NAME_LIST.sub(" ", QUOTED.sub(" ", m.content)))
+        and (m.author.name if m.author_id else m.speaker) not in asking
     ]
     if not mentions:
         return ""
@@ -38,11 +48,12 @@ def mention_note(
     )
 
 
-def last_shown(history: History, count: int) -> list[Message]:
-    """The last `count` rows of the history the request shows, oldest first."""
+def since_spoke(agent: Agent, history: History, count: int) -> list[Message]:
+    """The last `count` rows the request shows that came after the agent last spoke
+    in the conversation (a mention it has had a turn to act on is old), oldest first."""
     shown: list[Message] = []
     for message, (_, text) in zip(reversed(history.rows), reversed(history.lines), strict=True):
-        if len(shown) == count:
+        if len(shown) == count or (message.author_id == agent.id and message.recipient_id is None):
             break
         if text:
             shown.append(message)

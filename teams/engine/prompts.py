@@ -143,7 +143,9 @@ def build(
     else:
         seen = history_rows.previously_seen(agent, until_id)
     history = history_kept.agent_history(agent, team, until_id, phase, seen, agents)
-    note = cues.mention_note(agent, cues.last_shown(history, 3), cues.asking(agent, history))
+    note = cues.mention_note(
+        agent, cues.since_spoke(agent, history, 3), cues.asking(agent, history)
+    )
     entries, new_nudges = _entries(agent, team, phase, history, seen)
     passed = claimed.passes if claimed is not None else None
     tail = cues.tail(agent, team, phase, until_id, agents, passed, new_nudges, note)

@@ -3,7 +3,7 @@
 from teams import services
 from teams.engine import prompts
 from teams.engine import system_text as texts
-from teams.models import DEFAULT_PHASES
+from teams.models import DEFAULT_PHASES, Message
 from teams.run import team_actions
 
 
@@ -61,3 +61,22 @@ def test_mention_only_from_the_last_three_others(team, agents):
     note = prompts.build(agents["coder"], team).mention_note
     assert note.startswith("Note: coach specifically addressed you with @coder")
     assert prompts.build(agents["reviewer"], team).mention_note == ""
+
+
+def test_mention_note_only_when_addressed_since_the_agent_last_spoke(team, agents):
+    coder, coach = agents["coder"], agents["coach"]
+    services.message_add(team=team, author=agents["reviewer"], content="@coder tabs too?")
+    assert prompts.build(coder, team).mention_note.startswith("Note: reviewer specifically")
+    services.message_add(team=team, author=coder, content="Yes: tabs are spaces.")  # acted
+    assert prompts.build(coder, team).mention_note == ""
+    not_addressed = [
+        ('The reviewer asked "@coder tabs too?" and it is settled.', Message.Kind.CHAT),
+        ("> @coder tabs too?\nSettled.", Message.Kind.CHAT),
+        ("Owners: @researcher, @coder and @reviewer.", Message.Kind.CHAT),
+        ("[Phase refinement complete] @coder owns the lexer.", Message.Kind.PHASE_SUMMARY),
+    ]
+    for content, kind in not_addressed:
+        services.message_add(team=team, author=coach, content=content, kind=kind)
+        assert prompts.build(coder, team).mention_note == "", content
+    services.message_add(team=team, author=coach, content="@coder, add a test for tabs.")
+    assert prompts.build(coder, team).mention_note.startswith("Note: coach specifically")
