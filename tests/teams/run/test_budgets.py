@@ -66,7 +66,7 @@ def test_a_call_that_would_cross_the_cost_budget_is_not_made(at_the_cap, team):
     assert blocked.agent.name == "reviewer" and blocked.status == Turn.Status.CANCELLED
     assert blocked.cost_usd == 0
     assert (
-        notes()[-1].startswith("The next model call of reviewer (up to $0.0")
+        notes()[-1].startswith("The next model call of reviewer (up to $0.")
         and "would cross the team's cost budget; it was not made." in notes()[-1]
     )
 
