@@ -54,7 +54,7 @@ test: lint
 	scripts/test_suite.sh $(PY) "$(PG_URL)" "$(REDIS_URL)" -- $(PG_ARGS)
 
 # The screenshots of the README and docs/, as the browser tests last took them (run `make test` first).
-README_SHOTS = live-budget-warning live-jump-to-latest team-list-live done-team-end inbox admin-turns
+README_SHOTS = live-budget-warning live-jump-to-latest team-list-live done-team-end inbox admin-turns approval-card fork-here fork-confirm phone-live phone-team-list phone-turn
 screenshots:
 	mkdir -p docs/screenshots
 	for shot in $(README_SHOTS); do cp test-output/screenshots/$$shot.png docs/screenshots/; done

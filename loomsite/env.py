@@ -282,8 +282,10 @@ class LoomEnv(BaseSettings):
     anthropic_base_url: Annotated[str | None, EmptyIsUnset, AfterValidator(_http_url)] = Field(
         None, validation_alias="ANTHROPIC_BASE_URL"
     )
+    # The offline model's pace: each reply takes this long (a tool call half), so a
+    # newcomer has time between the demo's turns to speak next, nudge or take a seat.
     offline_delay: Annotated[float, EmptyIsUnset] = Field(
-        1.0, ge=0, le=60, validation_alias="LOOM_OFFLINE_DELAY"
+        4.0, ge=0, le=60, validation_alias="LOOM_OFFLINE_DELAY"
     )
     # Requests one API token (or staff user) may make: count/period (s, min, hour, day).
     api_rate: Annotated[str, EmptyIsUnset] = Field(

@@ -397,6 +397,12 @@ class McpServerAdmin(TeamScopedAdmin):
         except LoomError as exc:  # changed meanwhile: say so, change nothing
             self.message_user(request, exc.message, messages.ERROR)
             return
+        if server.listed_at is None and server.transport == McpServer.Transport.STDIO:
+            server = mcp_client.list_at_once(server)  # new, or it runs something else
+            if server.healthy:
+                self.message_user(request, f"{server.name}: {len(server.tools)} tool(s) listed.")
+            else:
+                self.message_user(request, f"{server.name}: {server.error}", messages.WARNING)
         obj.pk, obj.created_at, obj.updated_at = server.pk, server.created_at, server.updated_at
 
     def delete_model(self, request, obj):

@@ -88,14 +88,15 @@ class TurnStepInline(HistoryInline):
             return "—"
         text = model_requests.request_text(request)
         return format_html(
-            "<details><summary>request ({} characters)</summary><pre>{}</pre></details>",
+            '<details class="model-read"><summary>request ({} characters)</summary>'
+            "<pre>{}</pre></details>",
             f"{len(text):,}",
             text,
         )
 
 
 @admin.register(Turn)
-class TurnAdmin(TeamScopedAdmin):
+class TurnAdmin(HistoryAdminMixin, TeamScopedAdmin):
     # Narrow columns so the list fits a laptop's screen beside the sidebar and filters.
     list_display = (
         "turn",

@@ -158,13 +158,19 @@ class TeamScopedAdmin(ScopedChoicesMixin, admin.ModelAdmin):
 
 
 class HistoryAdminMixin:
-    """Rows that record what happened: visible, never edited by hand."""
+    """Rows that record what happened: visible, never edited by hand. Their pages
+    offer neither Save nor Delete (a team's deletion still takes them along)."""
 
     def has_add_permission(self, request, obj=None):
         return False
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        return super().change_view(
+            request, object_id, form_url, {**(extra_context or {}), "show_delete": False}
+        )
 
 
 class HistoryInline(ScopedChoicesMixin, admin.TabularInline):

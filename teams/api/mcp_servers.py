@@ -47,11 +47,14 @@ def mcp_servers_list(request, team: str):
     operation_id="mcp_servers_create",
 )
 def mcp_servers_create(request, team: str, payload: McpServerIn):
-    """Add an MCP server (stdio: superusers only, 403 otherwise). Its tools are listed
-    by POST .../refresh."""
+    """Add an MCP server (stdio: superusers only, 403 otherwise). A stdio server's tools
+    are listed at once (within LOOM_MCP_TIMEOUT): the answer lists them, or says in
+    `error` why they could not be. An HTTP server's are listed when the team's next
+    turn begins (POST .../refresh lists them now): either way the team's next turn
+    offers them, with no refresh."""
     row, superuser = _pm_team(request, team, "add MCP servers", person=True)
     server = mcp_servers.mcp_server_create(team=row, **payload.model_dump(), by_superuser=superuser)
-    return Status(201, McpServerOut.of(server))
+    return Status(201, McpServerOut.of(mcp_client.list_at_once(server)))
 
 
 @router.get(
@@ -71,14 +74,15 @@ def mcp_servers_get(request, team: str, name: str):
 )
 def mcp_servers_update(request, team: str, name: str, payload: McpServerPatch):
     """Change some settings; only the fields given change. A stdio server's command,
-    variables or transport are a superuser's to change (403 otherwise)."""
+    variables or transport are a superuser's to change (403 otherwise). A change of
+    what it runs or where it is lists its tools again (as POST does)."""
     row, superuser = _pm_team(request, team, "change MCP servers", person=True)
     server = mcp_servers.mcp_server_update(
         server=_server(row, name),
         changes=payload.model_dump(exclude_unset=True),
         by_superuser=superuser,
     )
-    return McpServerOut.of(server)
+    return McpServerOut.of(mcp_client.list_at_once(server))
 
 
 @router.delete(

@@ -9,6 +9,7 @@ response that ends the turn is written with the turn's finish, in its transactio
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -179,6 +180,18 @@ def tool_context(
     )
 
 
+def _list_new_mcp_servers(turn: Turn) -> bool:
+    """A server added without its tools listed (an API call, the admin, a script) is
+    listed before the turn's prompt, so the turn offers its tools with no refresh. The
+    claim's stamp says whether one is unlisted: no query for a team without one."""
+    rows = json.loads(getattr(turn, "prompt_mcp", None) or "[]")
+    if not any(row[-1] is None for row in rows):  # each row ends with its listed_at
+        return False
+    from teams.engine import mcp_client
+
+    return mcp_client.list_unlisted(turn.team_id) > 0
+
+
 def _call_mcp(server, tool: str, arguments: dict):
     # Imported on the first call: the MCP SDK costs nothing to a team without servers.
     from teams.engine import mcp_client
@@ -204,6 +217,8 @@ def execute(turn: Turn, worker: str) -> None:
     # Each phase begins with a trajectory Loom declares for the agent (once per phase).
     hierarchy.agent_phase_begin(agent=agent, team=team, phase=turn.phase)
     claimed = claims.claimed(turn)
+    if not steps and _list_new_mcp_servers(turn):
+        claimed = None  # a server's tools just listed: what the claim read is older
     prompt = prompts.build(
         agent, team, until_id=turn.snapshot_message_id, phase=turn.phase, claimed=claimed
     )

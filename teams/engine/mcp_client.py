@@ -502,6 +502,26 @@ def refresh(server: McpServer) -> McpServer:
     return mcp_servers.mcp_server_record_tools(server=server, tools=tools)
 
 
+def list_at_once(server: McpServer) -> McpServer:
+    """A server just added or re-pointed, as a face answers it: a stdio server (a
+    process on this host) listed now; an HTTP one as it is, listed when the team's
+    next turn begins (list_unlisted), so a face never waits on someone's URL."""
+    if server.listed_at is None and server.transport == McpServer.Transport.STDIO:
+        return refresh(server)
+    return server
+
+
+def list_unlisted(team_id: int) -> int:
+    """List the tools of the team's servers never listed nor tried (added by a face or
+    a script that did not list them): a turn offers them at once. How many it tried."""
+    unlisted = McpServer.objects.filter(team_id=team_id, listed_at__isnull=True, error="")
+    tried = 0
+    for server in unlisted:
+        refresh(server)
+        tried += 1
+    return tried
+
+
 def _refresh_by_id(server_id: int) -> None:
     close_old_connections()
     try:

@@ -141,6 +141,10 @@ class PMRequestOut(Schema):
     # An approval request: the tool, the arguments it would run with, the PM's note.
     tool: str = ""
     arguments: dict | None = None
+    # An approval request: the agent's reason (its text of the step), and the
+    # arguments as the PM reads them, [name, value as text] each.
+    why: str = ""
+    arguments_shown: list[list[str]] = []
     note: str = ""
     created_at: datetime
 
@@ -169,6 +173,8 @@ class PMRequestOut(Schema):
             answer=request.answer,
             tool=request.tool_name,
             arguments=request.arguments,
+            why=request.why,
+            arguments_shown=[list(pair) for pair in request.arguments_shown],
             note=request.note,
             created_at=request.created_at,
         )

@@ -1,6 +1,7 @@
 """The conversation: messages, queries between agents, PM requests, live events."""
 
 import json
+import re
 
 from django.conf import settings
 from django.db import models
@@ -164,8 +165,6 @@ class LiveEvent(models.Model):
         return f"{self.team_id}#{self.seq} {self.name}"
 
 
-
-
 class PMRequestKind(models.TextChoices):
     QUESTION = "question", "Question"
     BUDGET = "budget", "Budget"
@@ -197,6 +196,10 @@ BUDGET_CHOICES = ("Raise by 50%", "Double", "Stop")
 
 # The answers to a stuck request (teams.run.stuck).
 STUCK_CHOICES = ("Close the phase", "Let them go on", "Pause")
+
+
+# "Why (<agent>): <text>" up to the line of choices, in an approval's question.
+APPROVAL_WHY = re.compile(r"\n\nWhy \([^)\n]*\): (?P<why>.*?)(?:\n\nApprove, Always|\Z)", re.S)
 
 
 class PMRequest(models.Model):
@@ -263,3 +266,21 @@ class PMRequest(models.Model):
         if self.arguments is None:
             return ""
         return json.dumps(self.arguments, indent=2, ensure_ascii=False)
+
+    @property
+    def arguments_shown(self) -> list[tuple[str, str]]:
+        """An approval request's arguments as the PM reads them: each name with its
+        value, a text as it is (its lines as lines), anything else as indented JSON."""
+        if not isinstance(self.arguments, dict):
+            return []
+        return [
+            (name, value if isinstance(value, str) else json.dumps(value, indent=2))
+            for name, value in self.arguments.items()
+        ]
+
+    @property
+    def why(self) -> str:
+        """An approval request's reason: the agent's text of the step that made the call,
+        as teams.conversation.approvals.approval_question put it in the question."""
+        found = APPROVAL_WHY.search(self.question) if self.kind == PMRequestKind.APPROVAL else None
+        return found["why"].strip() if found else ""

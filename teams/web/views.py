@@ -21,7 +21,7 @@ from teams.conversation import pm_requests
 from teams.engine.providers import model_problem
 from teams.errors import InvalidInput, LoomError
 from teams.files import workspace
-from teams.history import cloning
+from teams.history import cloning, team_state
 from teams.lib.catalog import OFFLINE_MODEL
 from teams.models import (
     APPROVAL_CHOICES,
@@ -29,6 +29,7 @@ from teams.models import (
     HUMAN_TEXT_LIMIT,
     STUCK_CHOICES,
     PMRequest,
+    Team,
 )
 from teams.run import drift, drift_alerts, lifecycle, steering, team_actions
 from teams.web.presentation import (
@@ -42,6 +43,10 @@ from teams.web.presentation import (
     size_in_bytes,
     turn_figures,
 )
+
+# The statuses the head of the live view offers "Run again" in: not while the team
+# runs, and a done team offers it in its end box.
+RUN_AGAIN_HEAD = (Team.Status.IDLE, Team.Status.PAUSED)
 
 
 def _team_or_404(request, slug):
@@ -65,14 +70,17 @@ def team_list(request):
         team.drifting = [d for d in map(agent_drift, team.agents.all()) if d["flagged"]]
         team.open_requests = open_by_team.get(team.id, 0)
         team.budgets = budgets(team)
+        team.actions = lifecycle.pm_actions(team.status)
     return render(
         request,
         "teams/team_list.html",
         {
             "teams": teams,
             "open_requests": sum(open_by_team.values()),
+            "all_actions": [(a.value, a.label) for a in lifecycle.PM_ACTIONS],
             "list_config": {
                 "ws": "/ws/pm/",
+                "actions": {status: lifecycle.pm_actions(status) for status in Team.Status},
                 "budget_warning_share": BUDGET_WARNING_SHARE,
             },
         },
@@ -121,6 +129,8 @@ def team_live(request, slug):
             "keepers": selectors.team_recent_keepers(team=team),
             "recent_files": recent_files,
             "outcome": {"phases": list(team.phases)},
+            "fork_left_out": "; ".join(team_state.left_out("fork")),
+            "run_again_statuses": RUN_AGAIN_HEAD,
             "live_config": {
                 "ws": f"/ws/teams/{team.slug}/",
                 # The team's event number as of this page (read before its contents).
@@ -136,6 +146,11 @@ def team_live(request, slug):
                 "agent_budget_warning": AGENT_BUDGET_WARNING,
                 "budget_warning_share": BUDGET_WARNING_SHARE,
                 "file_url": reverse("team-file", args=[team.slug]),
+                "turn_url": reverse("admin:teams_turn_change", args=[0]),
+                "status": team.status,
+                "run_again_statuses": RUN_AGAIN_HEAD,
+                "first_number": transcript[0].number if transcript else 1,
+                "fork_name": cloning.copy_name(team.name, "fork of message {n}"),
                 "not_set": NOT_SET,
                 "phases": list(team.phases),
                 "recent_files": selectors.RECENT_FILES,

@@ -63,7 +63,7 @@ class TestDefaults:
         assert loom.allowed_hosts == ["127.0.0.1", "localhost"]
         assert loom.anthropic_api_key is None
         assert loom.anthropic_base_url is None
-        assert loom.offline_delay == 1.0
+        assert loom.offline_delay == 4.0
         assert loom.model is None
 
     def test_empty_is_unset(self, load):
@@ -83,7 +83,7 @@ class TestDefaults:
         assert loom.channel_layer["BACKEND"].endswith("InMemoryChannelLayer")
         assert loom.secret_key_is_default is True
         assert (loom.anthropic_api_key, loom.anthropic_base_url) == (None, None)
-        assert loom.offline_delay == 1.0
+        assert loom.offline_delay == 4.0
         assert loom.model is None
 
     def test_secret_key(self, load):

@@ -156,6 +156,11 @@ def phase_summary(entries: list[tuple[str, str]], pm_said: str, facts: dict) -> 
 
 # The demo MCP server's tool the coder calls once (teams.engine.mcp_demo_server).
 MCP_DEMO_TOOL = "__word_count"
+# What the coder says beside the call: the reason the PM's approval card shows.
+MCP_DEMO_WHY = (
+    "Before the reviewer reads the outline, I want its word count from the demo MCP "
+    "server, to check it stays short enough to review in one sitting."
+)
 
 
 def after_tool(rounds, last, facts, inbox, wrote) -> str | None:

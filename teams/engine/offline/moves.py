@@ -60,7 +60,8 @@ OPEN_QUESTION_LINES = 16  # ... or this many while a question asked in it is ope
 
 @dataclass(frozen=True)
 class Move:
-    """A tool call (tool and arguments) or a line to say (tool None)."""
+    """A tool call (tool and arguments, with `line` the reason said beside it) or a
+    line to say (tool None)."""
 
     line: str = ""
     tool: type | None = None
@@ -150,8 +151,8 @@ class Reading:
         """The coach asks the PM in the first phase; a later phase had the PM's word."""
         return "[pm" in self.transcript or not self.first_phase
 
-    def call(self, tool, arguments: dict) -> Move:
-        return Move(tool=tool, arguments=arguments)
+    def call(self, tool, arguments: dict, why: str = "") -> Move:
+        return Move(line=why, tool=tool, arguments=arguments)
 
 
 def after_a_tool(r: Reading) -> Move | None:
@@ -211,7 +212,9 @@ def mcp_demo(r: Reading) -> Move | None:
     name = next((n for n in sorted(r.tool_names) if n.endswith(said.MCP_DEMO_TOOL)), None)
     if name is None or name in r.called:
         return None
-    return r.call(Offered(name), {"text": said.OFFLINE_FILE_TEXT.format(**r.facts)})
+    return r.call(
+        Offered(name), {"text": said.OFFLINE_FILE_TEXT.format(**r.facts)}, said.MCP_DEMO_WHY
+    )
 
 
 def inbox(r: Reading) -> Move | None:

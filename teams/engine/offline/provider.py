@@ -35,7 +35,7 @@ class OfflineProvider:
         if move is None:
             return self._reply([], "end_turn", input_tokens)
         if move.tool is not None:
-            return self._tool(move.tool.name, move.arguments, input_tokens)
+            return self._tool(move.tool.name, move.arguments, input_tokens, move.line)
         return self._say(move.line, input_tokens, on_text)
 
     def _say(self, line, input_tokens, on_text):
@@ -66,12 +66,14 @@ class OfflineProvider:
         text = "NOT_FOUND" if not best else "From the keepers (offline model):\n" + "\n".join(best)
         return self._reply([{"type": "text", "text": text}], "end_turn", len(prompt) // 4)
 
-    def _tool(self, name, arguments, input_tokens):
+    def _tool(self, name, arguments, input_tokens, why=""):
+        """A tool call, with the reason said beside it when the move has one."""
         if settings.LOOM_OFFLINE_DELAY:
             time.sleep(settings.LOOM_OFFLINE_DELAY / 2)
         call_id = f"toolu_offline_{zlib.crc32(repr((name, arguments)).encode()):08x}"
         block = {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
-        return self._reply([block], "tool_use", input_tokens)
+        said = [{"type": "text", "text": f"{why} (offline model)"}] if why else []
+        return self._reply([*said, block], "tool_use", input_tokens)
 
     def _reply(self, content, stop_reason, input_tokens):
         output = sum(len(str(b)) for b in content) // 4

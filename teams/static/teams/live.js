@@ -81,8 +81,31 @@
     items.forEach((li) => li.querySelectorAll(".turn-meta").forEach((n) => n.remove()));
     const meta = el("span", "turn-meta", figures.line);
     meta.title = figures.title;
-    const last = items[items.length - 1];
-    last.insertBefore(meta, last.querySelector(".content"));
+    const head = items[items.length - 1].querySelector(".msg-head");
+    head.insertBefore(meta, head.querySelector(".fork-here"));
+  }
+
+  // Every message shown is numbered (1 the team's first), the number a fork and the
+  // compare page use too; it links to the message's turn page when a turn wrote it.
+  function numberLink(m) {
+    if (!m.turn_id) return el("span", "msg-n");
+    const link = el("a", "msg-n");
+    link.href = cfg.turn_url.replace("/0/", `/${m.turn_id}/`);
+    return link;
+  }
+  function renumber() {
+    const first = conversation.querySelector("li[data-id]");
+    let n = first && first.dataset.n ? Number(first.dataset.n) : cfg.first_number;
+    conversation.querySelectorAll("li[data-id]").forEach((li) => {
+      li.dataset.n = n;
+      const mark = li.querySelector(".msg-n");
+      mark.textContent = `#${n}`;
+      mark.title = li.dataset.turn
+        ? `Message ${n}: its turn, and what the model read` : `Message ${n}`;
+      const fork = li.querySelector(".fork-here");
+      if (fork) fork.setAttribute("aria-label", `Fork at message ${n}`);
+      n += 1;
+    });
   }
 
   function addMessage(m) {
@@ -99,13 +122,15 @@
     if (m.kind === "nudge") {
       speaker.append(` → ${m.recipient} `, el("small", "", `(nudge, only ${m.recipient} reads it)`));
     }
-    li.append(speaker, el("span", "phase", m.phase),
-              timeEl(m.created_at), el("div", "content", m.content));
+    const head = el("div", "msg-head");
+    head.append(numberLink(m), speaker, el("span", "phase", m.phase), timeEl(m.created_at));
+    li.append(head, el("div", "content", m.content));
     // Keep id order: catch-up after a reconnect may deliver older messages late.
     const last = conversation.querySelector("li[data-id]:last-child");
     const later = !last || Number(last.dataset.id) < m.id ? null
       : [...conversation.querySelectorAll("li[data-id]")].find((o) => Number(o.dataset.id) > m.id);
     conversation.insertBefore(li, later);
+    renumber();
     if (m.turn_id) showTurnFigures(m.turn_id);
     if (speaking.dataset.agent === m.speaker) stopSpeaking();
     if (following) {
@@ -114,6 +139,22 @@
       unseen += 1;
       jump.textContent = `Jump to latest (${unseen} new)`;
       jump.hidden = false;
+    }
+  }
+
+  // What the PM may do follows the team's state without a reload: steering only
+  // while it takes turns, "Run again" only once it is not running, and a banner of
+  // an earlier action goes once the state has moved on.
+  let shownStatus = cfg.status;
+  function followState(status) {
+    if (!status) return;
+    const done = status === "done";
+    document.querySelectorAll("#roster form.steer").forEach((form) => { form.hidden = done; });
+    $("run-again-head").hidden = !cfg.run_again_statuses.includes(status) || done;
+    if (status !== shownStatus) {
+      const flash = $("flash");
+      if (flash) flash.remove();
+      shownStatus = status;
     }
   }
 
@@ -138,6 +179,7 @@
         button.disabled = button.hidden = !t.actions.includes(button.value);
       });
     }
+    followState(t.status);
     // On (re)connect the server says how many missed messages it did not send.
     if ("catch_up_omitted" in t) showOmitted(t.catch_up_omitted);
     // On (re)connect the server says which PM request, if any, is open now.
@@ -229,7 +271,9 @@
     $("pm-text-answer").hidden = approval;
     $("pm-answer-form").querySelector("textarea[name=answer]").required = !approval;
     $("pm-approval").hidden = !approval;
+    $("pm-question").hidden = approval;  // the card below says it, laid out
     $("pm-arguments").value = approval && r.arguments ? JSON.stringify(r.arguments, null, 2) : "";
+    if (approval) showApproval(r);
     const choices = $("pm-budget-choices");
     choices.hidden = !budget;
     choices.querySelectorAll("button[name=answer]").forEach((b, i) => {
@@ -244,6 +288,23 @@
     }
     $("pm-stuck-choices").hidden = !stuck;
     box.hidden = false;
+  }
+
+  // An approval: who calls what, why, and each argument in a monospace block.
+  function showApproval(r) {
+    $("pm-approval-agent").textContent = r.agent || "An agent";
+    $("pm-note-agent").textContent = r.agent || "the agent";
+    $("pm-approval-tool").textContent = r.tool;
+    $("pm-approval-why").textContent = r.why || "(the agent gave no reason with this call)";
+    const args = $("pm-approval-args");
+    args.replaceChildren();
+    (r.arguments_shown || []).forEach(([name, value]) => {
+      const dd = el("dd");
+      dd.append(el("pre", "", value));
+      args.append(el("dt", "", name), dd);
+    });
+    if (!args.children.length) args.append(el("dt", "", "(none)"));
+    $("pm-note").value = "";
   }
 
   function hideRequest(r) {

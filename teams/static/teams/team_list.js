@@ -23,6 +23,11 @@
     const spent = Number(t.spent_usd), limit = Number(t.max_cost_usd);
     cost.textContent = `$${spent.toFixed(4)} / $${limit.toFixed(2)}`;
     cost.classList.toggle("budget-warn", limit > 0 && spent >= limit * cfg.budget_warning_share);
+    // Start (or Resume) where the team's state allows it.
+    const allowed = cfg.actions[t.status] || [];
+    cell(tr, "actions").querySelectorAll("button[name=action]").forEach((button) => {
+      button.hidden = !allowed.includes(button.value);
+    });
   }
 
   function showRequests() {

@@ -4,7 +4,9 @@ add what (stdio: superusers only), and that variable values never show."""
 import pytest
 
 from teams.models import McpServer
-from tests.helpers import FAKE_MCP_COMMAND, ApiClient, api_token, make_mcp_server
+from teams.run import team_actions
+from tests.fakes.messages_api import text
+from tests.helpers import FAKE_MCP_COMMAND, ApiClient, api_token, drain, make_mcp_server
 
 pytestmark = pytest.mark.django_db
 
@@ -183,3 +185,35 @@ def test_access_like_the_other_team_routers(team, beta_api, coder_api, api, pm_a
     assert api.get(BASE).status_code == 200
     assert api.post(BASE, HTTP_SERVER).status_code == 403
     assert ApiClient().get(BASE).status_code == 401
+
+
+def test_a_stdio_server_added_lists_its_tools_at_once_and_the_next_turn_offers_them(
+    team, root_api, messages_api
+):
+    """Issue 37: the POST's answer lists the tools, and the team's next turn offers them
+    with no refresh."""
+    api = messages_api(lambda request: text("Noted."))
+    created = root_api.post(
+        BASE,
+        {"name": "fake", "transport": "stdio", "command": FAKE_MCP_COMMAND, "approval": "auto"},
+    )
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert {"add", "echo"} <= {t["name"] for t in body["tools"]}
+    assert body["healthy"] and body["listed_at"]
+
+    team_actions.team_start(team=team)
+    drain(team, limit=1)
+    assert {"fake__add", "fake__echo"} <= set(api.requests[0].tool_names)
+
+
+def test_a_server_added_without_its_tools_is_listed_when_the_next_turn_begins(team, messages_api):
+    """Added by a script (or `team mcp add --no-refresh`): the turn lists it first."""
+    api = messages_api(lambda request: text("Noted."))
+    server = make_mcp_server(team, approval="auto")
+    assert server.listed_at is None
+    team_actions.team_start(team=team)
+    drain(team, limit=1)
+    assert "fake__echo" in api.requests[0].tool_names
+    server.refresh_from_db()
+    assert server.listed_at is not None

@@ -1,4 +1,4 @@
-"""The PM's time-travel pages: "Fork from here" on the live view, the fork's live
+"""The PM's time-travel pages: "Fork here" on the live view, the fork's live
 page with its copied part shown apart, the compare page, the admin's action."""
 
 import pytest
