@@ -416,7 +416,7 @@ def test_unset_environment_reaches_settings(tmp_path):
         "None",
         "None",
         "None",
-        "1.0",
+        "4.0",
         "None",
         "'channels.layers.InMemoryChannelLayer'",
     ]
