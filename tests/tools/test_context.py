@@ -68,8 +68,8 @@ class TestRetrieve:
         assert (
             run(ctx_for("coder"), "context_retrieve", query="Who wrote the tokens spec?")
             == "No relevant context found for: Who wrote the tokens spec? (searched 1 keeper: "
-            f'{keeper.keeper.id} "auth research"; this phase\'s conversation is in your history, not '
-            "in a keeper). Try other words, or one keeper by its id."
+            f'{keeper.keeper.id} "auth research"; this phase\'s conversation is in your '
+            "history, not in a keeper). Try other words, or one keeper by its id."
         )
 
     def test_offline_smart_mode_extracts(self, ctx_for, keeper):
@@ -92,9 +92,9 @@ class TestRetrieve:
 
     def test_not_found_is_friendly(self, ctx_for, keeper):
         assert run(ctx_for("coder"), "context_retrieve", query="kubernetes") == (
-            f'No relevant context found for: kubernetes (searched 1 keeper: {keeper.keeper.id} "auth '
-            "research\"; this phase's conversation is in your history, not in a keeper). Try "
-            "other words, or one keeper by its id."
+            "No relevant context found for: kubernetes (searched 1 keeper: "
+            f'{keeper.keeper.id} "auth research"; this phase\'s conversation is in your '
+            "history, not in a keeper). Try other words, or one keeper by its id."
         )
 
     def test_truncated_at_8000_characters(self, ctx_for, team, agents):
