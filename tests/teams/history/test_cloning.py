@@ -427,3 +427,21 @@ def test_copies_are_named_for_what_they_are(lived):
         "My copy",
         "Alpha (run again)",
     ]
+
+
+def test_run_again_of_the_demo_still_asks_the_pm_before_its_mcp_tool(db):
+    """Issue 37: a rerun of the demo kept no MCP server, so it never showed an approval."""
+    from django.core.management import call_command
+
+    from tools import registry
+
+    call_command("loom_demo", stdout=open(os.devnull, "w"))
+    demo = Team.objects.get(slug="demo")
+    rerun = cloning.team_clone(team=demo, slug=cloning.next_free_slug(demo.slug))
+    server = rerun.mcp_servers.get()
+    assert (server.name, server.approval) == ("demo", "ask")
+    assert server.listed_at is not None and server.tools
+    coder = rerun.agents.get(name="coder")
+    offered = {tool.name: tool for tool in registry.toolset(coder, rerun)}
+    assert offered["demo__word_count"].approval == "ask"
+    assert rerun.name == "Demo team (run 2)"
