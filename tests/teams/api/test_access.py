@@ -58,6 +58,8 @@ BODIES = {
     "tool_file_list": {"path": ""},
     "tool_file_read": {"path": "notes.md"},
     "tool_file_write": {"path": "notes.md", "content": "Rewritten."},
+    "tool_file_edit": {"path": "notes.md", "old_text": "LALR", "new_text": "LL(1)"},
+    "tool_run_command": {"command": "true"},
     "consultants_create": {"name": "critic2", "model": "loom-offline"},
     "consultants_update": {"enabled": False},
     "webhooks_create": {"url": "https://hooks.example.test/loom", "events": ["team.done"]},
