@@ -48,6 +48,8 @@ def test_ask_multi_never_sends_the_call_that_would_cross_the_budget(
     """$0.40 pays for two Opus consultants' calls as estimated, not three: the third is
     never sent, the first two answer, and the team waits for the PM."""
     Team.objects.filter(pk=team.pk).update(max_cost_usd=Decimal("0.40"))
+    # The coach's own calls are estimated at 2,048 reply tokens, so they fit what is left.
+    team.agents.filter(name="coach").update(max_tokens=2048)
     server = anthropic_fake(by_lens)
     for name, lens in {"architect": "architecture", "critic": "correctness"}.items():
         opus_profile(server.url, name, lens)
