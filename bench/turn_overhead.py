@@ -12,7 +12,16 @@ from grows for all the turns, and the model is a replay model that answers every
 turn at once with one short line (no tools): the setting of the peer,
 bench/peers/langgraph_turns.py (run it in the same sitting and compare).
 
+With --model-api anthropic or openai (implies --single-phase) the agents call a real
+SDK: Claude ids through the anthropic SDK to the fake Messages API, or `fake/…` ids (a
+local endpoint) through the openai SDK's Chat Completions to the fake Chat Completions
+server, each fake in a child process (its CPU is not this process's) answering the
+replay model's line, streamed. Then the figure is the whole turn's CPU, the SDK and
+the provider's translation included. --compare-apis runs both in one sitting and
+prints their ratio (target: the OpenAI-style path within 10% of the Claude path).
+
 Run: .venv/bin/python bench/turn_overhead.py [--turns 1000] [--single-phase]
+     .venv/bin/python bench/turn_overhead.py --compare-apis [--turns 300]
 (uses a fresh SQLite database in a temporary folder unless LOOM_DATABASE_URL is set)
 """
 
@@ -42,11 +51,28 @@ def main():
         action="store_true",
         help="turn the stuck checks off (on by default, as users run them)",
     )
+    parser.add_argument(
+        "--model-api",
+        choices=["offline", "anthropic", "openai"],
+        default="offline",
+        help="call the model through this SDK, against a local fake in a child process",
+    )
+    parser.add_argument(
+        "--compare-apis",
+        action="store_true",
+        help="run --model-api anthropic, then openai, and compare their CPU per turn",
+    )
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the turns to FILE")
     parser.add_argument(
         "--show-sql", action="store_true", help="print the SQL statements of the middle turn"
     )
     args = parser.parse_args()
+    if args.compare_apis:
+        return compare_apis(args.turns)
+    fake_url = None
+    if args.model_api != "offline":
+        args.single_phase = True
+        fake_url = start_fake(args.model_api)  # before Django: the child needs none of it
 
     os.environ.setdefault("LOOM_DATA_DIR", tempfile.mkdtemp(prefix="loom-bench-"))
     os.environ["LOOM_OFFLINE_DELAY"] = "0"
@@ -83,7 +109,9 @@ def main():
             model_seconds[0] += time.perf_counter() - start
             model_cpu[0] += time.process_time() - cpu_start
 
-    OfflineModel.respond = timed_respond
+    if args.model_api == "offline":
+        OfflineModel.respond = timed_respond
+    agent_model = use_fake(args.model_api, fake_url)
 
     team = services.team_create(
         slug=f"bench-{int(time.time())}",
@@ -91,10 +119,8 @@ def main():
         phases=["work"] if args.single_phase else [f"phase-{i}" for i in range(1000)],
         max_turns=args.turns,
         agents=[
-            {"name": "coach", "role": "coach"},
-            {"name": "researcher", "role": "researcher"},
-            {"name": "coder", "role": "coder"},
-            {"name": "reviewer", "role": "reviewer"},
+            {"name": name, "role": name, "model": agent_model}
+            for name in ("coach", "researcher", "coder", "reviewer")
         ],
     )
     # No cost cap; the stuck checks stay on (the defaults users run) unless told.
@@ -166,6 +192,8 @@ def main():
 
     mode = "single phase, replay model" if args.single_phase else "a phase per turn, offline model"
     checks = "off" if args.no_stuck_checks else "on (the defaults)"
+    if args.model_api != "offline":
+        mode += f", through the {args.model_api} SDK to a fake ({agent_model})"
     print(f"mode: {mode}; stuck checks: {checks}")
     print(f"DEBUG: {settings.DEBUG} (set LOOM_DEBUG to change)")
     print(f"database: {connection.vendor}; turns run: {len(durations)}; outcomes: {outcomes}")
@@ -214,6 +242,82 @@ def _replay(self, *, model, system, messages, tools, max_tokens=0, on_text=None)
             input_tokens=sum(len(str(m["content"])) for m in messages) // 4, output_tokens=12
         ),
     )
+
+
+def replay_line(agent: str, count: int) -> str:
+    return f"{agent}: noted, carrying on with item {count}."
+
+
+def _serve_fake(api: str, pipe) -> None:
+    """The child process: a fake vendor API answering every request with the replay
+    model's line, until the parent ends it."""
+    import threading
+
+    if api == "anthropic":
+        from tests.fakes.messages_api import FakeMessagesAPI, text
+
+        def reply(request):
+            return text(replay_line(request.agent, len(request.body["messages"])), output_tokens=12)
+
+        server = FakeMessagesAPI(reply)
+    else:
+        from tests.fakes.openai_api import Completion, FakeOpenAI
+
+        def reply(request):
+            count = sum(1 for m in request.body["messages"] if m["role"] != "system")
+            return Completion(replay_line(request.agent, count), completion_tokens=12)
+
+        server = FakeOpenAI(reply)
+    with server:
+        pipe.send(server.url)
+        threading.Event().wait()
+
+
+def start_fake(api: str) -> str:
+    import multiprocessing
+
+    parent, child = multiprocessing.Pipe()
+    process = multiprocessing.Process(target=_serve_fake, args=(api, child), daemon=True)
+    process.start()
+    return parent.recv()
+
+
+def use_fake(api: str, url: str | None) -> str:
+    """Point Loom at the fake; the agents' model id."""
+    if api == "offline":
+        return ""
+    from django.conf import settings
+
+    from teams.models import ModelEndpoint
+
+    if api == "anthropic":
+        settings.ANTHROPIC_API_KEY = "sk-bench"
+        settings.ANTHROPIC_BASE_URL = url
+        return "claude-sonnet-4-6"
+    ModelEndpoint.objects.update_or_create(
+        name="fake", defaults={"api": "openai", "base_url": url, "local": True}
+    )
+    return "fake/bench-model"
+
+
+def compare_apis(turns: int) -> None:
+    """Both SDK paths in one sitting, each in a fresh process: their CPU per turn."""
+    import re
+    import subprocess
+
+    medians = {}
+    for api in ("anthropic", "openai"):
+        command = [sys.executable, __file__, "--model-api", api, "--turns", str(turns)]
+        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+        print(f"--- {api} ---\n{out}")
+        found = re.search(r"first 100 median ([0-9.]+) ms, last 100 median ([0-9.]+) ms", out)
+        medians[api] = (float(found[1]), float(found[2]))
+    for label, index in (("first 100", 0), ("last 100", 1)):
+        claude, openai = medians["anthropic"][index], medians["openai"][index]
+        print(
+            f"CPU per turn, {label} turns: Claude path {claude:.2f} ms, OpenAI-style path "
+            f"{openai:.2f} ms, ratio {openai / claude:.2f} (target: at most 1.10)"
+        )
 
 
 def _caller() -> str:

@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 from pydantic_core import PydanticUseDefault
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from teams.lib.catalog import MODEL_FAMILIES, family_of
+from teams.lib.endpoints import shape_problem
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEV_SECRET_KEY = "loom-development-key-not-for-production"
@@ -206,13 +206,9 @@ def _http_url(value: str) -> str:
 
 def _model_id(value: str) -> str:
     model = value.strip()
-    if any(c.isspace() for c in model):
-        raise ValueError("is not a model id: it contains whitespace")
-    if len(model) > 100:
-        raise ValueError("is not a model id: it is longer than 100 characters")
-    if family_of(model) is None:
-        families = ", ".join(f"{f}…" if f.endswith("-") else f for f in MODEL_FAMILIES)
-        raise ValueError(f"is a model no provider serves (use {families})")
+    problem = shape_problem(model)
+    if problem:  # the endpoint, its key and the price are checked by `serve`
+        raise ValueError(problem)
     return model
 
 

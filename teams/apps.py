@@ -16,6 +16,9 @@ class TeamsConfig(AppConfig):
         from teams.lib import catalog
 
         catalog.prices_load_with(models.price_rows)
+        from teams.lib import endpoints
+
+        endpoints.endpoints_load_with(models.endpoint_rows)
         # However a team is deleted (admin, shell, a cascade), its default workspace
         # folder goes with it: no other team ever finds its files.
         post_delete.connect(workspace.team_deleted, sender=models.Team, dispatch_uid="loom-folder")

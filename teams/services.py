@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from teams.errors import Conflict, InvalidInput, NotFound, PermissionDenied, integrity_as, validated
+from teams.lib import endpoints
 from teams.live import events
 from teams.live.event_payloads import AnchorOut
 from teams.models import (
@@ -223,6 +224,16 @@ def team_done_check(team: Team) -> None:
         )
 
 
+def model_route_check(model: str) -> None:
+    """An agent's model id names an endpoint that exists (empty: the default model).
+    Whether it can be called now (its key, its price) the faces say as well
+    (teams.integrations.model_endpoints.model_id_problem)."""
+    if model:
+        problem = endpoints.route(model).problem
+        if problem:
+            raise InvalidInput(problem, field="model")
+
+
 @transaction.atomic
 def agent_create(
     *,
@@ -243,6 +254,7 @@ def agent_create(
         ("role_prompt", role_prompt),
     ):
         text_check(value or "", field=field)
+    model_route_check(model)
     if position is None:
         position = team.agents.count()
     agent = Agent(
@@ -308,6 +320,19 @@ def system_note(team: Team, content: str, **kwargs) -> Message:
 
 
 @transaction.atomic
+def team_model_set(*, team: Team, model: str) -> list[str]:
+    """Give every agent of the team driven by a model the same model id (empty: the
+    default model); the names of the agents changed."""
+    changed = []
+    for agent in team.agents.exclude(role=Agent.Role.EXTERNAL).order_by("position", "id"):
+        if agent.model != model:
+            agent.model = model
+            agent_update(agent=agent, fields=["model"])
+            changed.append(agent.name)
+    return changed
+
+
+@transaction.atomic
 def agent_update(*, agent: Agent, fields: list[str]) -> Agent:
     """Save the settings a person changed on `agent`; its turns and metrics are live
     state the engine keeps."""
@@ -317,6 +342,8 @@ def agent_update(*, agent: Agent, fields: list[str]) -> Agent:
     for field in ("role_prompt", "model"):
         if field in fields:
             text_check(getattr(agent, field), field=field)
+    if "model" in fields:
+        model_route_check(agent.model)
     validated(agent, exclude=["team", *(f for f in AGENT_SETTINGS if f not in fields)])
     if not fields:
         return agent

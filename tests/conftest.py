@@ -83,6 +83,43 @@ def names(monkeypatch):
     return table
 
 
+@pytest.fixture(autouse=True)
+def endpoint_table_fresh():
+    """The endpoint table is read again in each test (a rolled-back row is gone)."""
+    from teams.lib import catalog, endpoints
+
+    endpoints.endpoints_invalidate()
+    catalog.prices_invalidate()
+    yield
+    endpoints.endpoints_invalidate()
+    catalog.prices_invalidate()
+
+
+@pytest.fixture
+def openai_api(db, settings):
+    """Start a fake Chat Completions server with a script; `start(script)` returns it,
+    served as the `local` endpoint `fake` (its models `fake/...` are free unless
+    priced). The real openai SDK talks to it."""
+    from teams.models import ModelEndpoint
+    from tests.fakes.openai_api import FakeOpenAI
+
+    servers = []
+    settings.LOOM_MODEL_MAX_RETRIES = 2
+
+    def start(script, name="fake", key_env="", local=True):
+        api = FakeOpenAI(script).__enter__()
+        servers.append(api)
+        ModelEndpoint.objects.update_or_create(
+            name=name,
+            defaults={"api": "openai", "base_url": api.url, "key_env": key_env, "local": local},
+        )
+        return api
+
+    yield start
+    for api in servers:
+        api.__exit__(None, None, None)
+
+
 @pytest.fixture
 def loopback_allowed(settings):
     """The outbound guard lets URLs lead to loopback (the suite's fake receivers and

@@ -1,4 +1,5 @@
-"""Site-wide settings that belong to no team: consultants and model prices."""
+"""Site-wide settings that belong to no team: consultants, model endpoints and model
+prices."""
 
 from django.contrib import admin, messages
 
@@ -6,8 +7,10 @@ from teams import selectors
 from teams.admin.forms import ConsultantProfileForm
 from teams.admin.scoping import SuperuserOnlyAdmin
 from teams.integrations import consultations
+from teams.lib.endpoints import BUILTINS
 from teams.models import (
     ConsultantProfile,
+    ModelEndpoint,
     ModelPrice,
 )
 
@@ -59,5 +62,41 @@ class ModelPriceAdmin(SuperuserOnlyAdmin):
                 request,
                 f"⚠ unknown price: {model} (its calls were counted as free)",
                 messages.WARNING,
+            )
+        return super().changelist_view(request, extra_context)
+
+
+@admin.register(ModelEndpoint)
+class ModelEndpointAdmin(SuperuserOnlyAdmin):
+    """Where `ENDPOINT/MODEL` ids are called (teams.lib.endpoints): superusers only. The
+    built-in endpoints need no row; a row named like one replaces it."""
+
+    list_display = ("name", "api", "base_url", "key_env", "local", "status")
+    list_filter = ("api", "local")
+    search_fields = ("name", "base_url")
+    fields = ("name", "api", "base_url", "key_env", "header_vars", "local", "status")
+    readonly_fields = ("status",)
+
+    @admin.display(description="status")
+    def status(self, obj):
+        """Whether its variables are set now (never their values)."""
+        if obj.pk is None:
+            return "—"
+        problem = obj.as_endpoint().problem()
+        return f"⚠ cannot be called: {problem}" if problem else "ready"
+
+    def get_readonly_fields(self, request, obj=None):
+        # The name stays: the model ids that name it would lose their endpoint.
+        return ("name", *self.readonly_fields) if obj is not None else self.readonly_fields
+
+    def changelist_view(self, request, extra_context=None):
+        rows = set(ModelEndpoint.objects.values_list("name", flat=True))
+        builtins = [name for name in BUILTINS if name not in rows]
+        if builtins and self.has_view_permission(request):
+            self.message_user(
+                request,
+                "Built in (no row needed; add one with the same name to change it): "
+                + ", ".join(builtins),
+                messages.INFO,
             )
         return super().changelist_view(request, extra_context)

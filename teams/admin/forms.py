@@ -4,12 +4,13 @@ import json
 import re
 
 from django import forms
+from django.contrib.admin.helpers import ActionForm
 from django.core.exceptions import ValidationError
 
 from teams import services
 from teams.conversation import approvals
 from teams.errors import InvalidInput, LoomError
-from teams.integrations import consultations, mcp_servers
+from teams.integrations import consultations, mcp_servers, model_endpoints
 from teams.models import (
     Agent,
     Anchor,
@@ -88,6 +89,37 @@ ANSWER_EFFECTS = {
 }
 
 
+def model_id_cleaned(form: forms.ModelForm) -> str:
+    """An agent's model id, checked when it changes: its endpoint exists, its key is
+    set, it has a price (empty: the default model)."""
+    model = (form.cleaned_data.get("model") or "").strip()
+    if model and "model" in form.changed_data:
+        problem = model_endpoints.model_id_problem(model)
+        if problem:
+            raise ValidationError(f"This model cannot be used: {problem}")
+    return model
+
+
+class TeamActionForm(ActionForm):
+    """The team list's action bar, with the model id "Set every agent's model" gives."""
+
+    model = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Model",
+        widget=forms.TextInput(attrs={"placeholder": "e.g. ollama/qwen3:8b"}),
+        help_text="Empty: the default model.",
+    )
+
+
+class AgentInlineForm(forms.ModelForm):
+    class Meta:
+        model = Agent
+        fields = ("name",)
+
+    clean_model = model_id_cleaned
+
+
 class AgentForm(forms.ModelForm):
     """An agent's settings, and the PM's steering of it (teams.run.steering): each filled
     steering field calls its service when the form is saved."""
@@ -109,6 +141,8 @@ class AgentForm(forms.ModelForm):
     )
 
     STEER_FIELDS = ("speak_next", "nudge", "take_seat")
+
+    clean_model = model_id_cleaned
 
     class Meta:
         model = Agent

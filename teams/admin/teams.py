@@ -9,12 +9,21 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from teams import selectors, services
-from teams.admin.forms import AgentForm, PMRequestAnswerForm, TeamForm, budget_formfield
+from teams.admin.forms import (
+    AgentForm,
+    AgentInlineForm,
+    PMRequestAnswerForm,
+    TeamActionForm,
+    TeamForm,
+    budget_formfield,
+)
 from teams.admin.fragments import fragment
 from teams.admin.scoping import HistoryInline, ScopedChoicesMixin, TeamScopedAdmin
 from teams.conversation import phase_guide, pm_requests
 from teams.errors import LoomError
 from teams.history import cloning
+from teams.integrations import model_endpoints
+from teams.lib import endpoints
 from teams.models import (
     Agent,
     Anchor,
@@ -41,6 +50,7 @@ class BudgetFieldsMixin:
 
 class AgentInline(BudgetFieldsMixin, ScopedChoicesMixin, admin.TabularInline):
     model = Agent
+    form = AgentInlineForm
     extra = 0
     fields = ("name", "role", "model", "max_tokens", "position", "turns", "drift_score")
     readonly_fields = ("turns", "drift_score")
@@ -193,7 +203,8 @@ class TeamAdmin(BudgetFieldsMixin, TeamScopedAdmin):
 
     filter_horizontal = ("managers", "consultants")
     inlines = (AgentInline, AnchorInline)
-    actions = ("start_teams", "pause_teams", "resume_teams", "run_again")
+    actions = ("start_teams", "pause_teams", "resume_teams", "run_again", "set_model")
+    action_form = TeamActionForm
 
     def save_model(self, request, obj, form, change):
         if not change:
@@ -272,6 +283,26 @@ class TeamAdmin(BudgetFieldsMixin, TeamScopedAdmin):
                 messages.SUCCESS,
             )
 
+    @admin.action(
+        description="Set every agent's model (the model id beside)", permissions=["change"]
+    )
+    def set_model(self, request, queryset):
+        """The same model id for every agent of each selected team, checked first."""
+        model = (request.POST.get("model") or "").strip()
+        problem = model_endpoints.model_id_problem(model) if model else ""
+        if problem:
+            self.message_user(request, f"No agent changed: {problem}", messages.ERROR)
+            return
+        for team in queryset:
+            try:
+                changed = services.team_model_set(team=team, model=model)
+            except LoomError as exc:
+                self.message_user(request, f"{team.slug}: {exc.message}", messages.ERROR)
+                continue
+            said = model or "the default model"
+            names = ", ".join(changed) if changed else "none needed it"
+            self.message_user(request, f"{team.slug}: {said} for {names}.", messages.SUCCESS)
+
     @admin.display(description="phase")
     def phase_name(self, obj):
         return obj.phase
@@ -339,6 +370,7 @@ class AgentAdmin(BudgetFieldsMixin, TeamScopedAdmin):
     search_fields = ("name", "team__slug", "role_prompt")
     list_select_related = ("team",)
     readonly_fields = (
+        "endpoint",
         "drift",
         "drift_summary",
         "drift_report",
@@ -354,7 +386,10 @@ class AgentAdmin(BudgetFieldsMixin, TeamScopedAdmin):
         "created_at",
     )
     fieldsets = (
-        (None, {"fields": ("team", "name", "role", "model", "position", "role_prompt")}),
+        (
+            None,
+            {"fields": ("team", "name", "role", "model", "endpoint", "position", "role_prompt")},
+        ),
         ("Hierarchy", {"fields": ("trajectory", "tactic", "action")}),
         ("Drift", {"fields": ("drift_summary", "usage_chart", "drift_report")}),
         ("Context", {"fields": ("team_anchors", "recent_messages", "context_budget_tokens")}),
@@ -410,6 +445,21 @@ class AgentAdmin(BudgetFieldsMixin, TeamScopedAdmin):
         ]
         if said:
             self.message_user(request, f"{agent.name} {', and '.join(said)}.")
+
+    @admin.display(description="endpoint")
+    def endpoint(self, obj):
+        """Where its model's calls go, and why they cannot be made now, if so."""
+        if obj.pk is None:
+            return "—"
+        model = obj.effective_model
+        route = endpoints.route(model)
+        if route.endpoint is None:
+            return route.problem or "none: the offline model runs in Loom"
+        said = f"{route.endpoint.name} ({route.endpoint.api} API"
+        said += ", local)" if route.endpoint.local else ")"
+        said += f", model {route.model}"
+        problem = model_endpoints.model_id_problem(model)
+        return f"{said} ⚠ {problem}" if problem else said
 
     @admin.display(description="drift")
     def drift(self, obj):

@@ -20,6 +20,8 @@ from teams.api.schemas.common import responses
 from teams.api.schemas.messages import MessageIn
 from teams.conversation import questions
 from teams.engine.history_rows import history_queryset
+from teams.errors import InvalidInput
+from teams.integrations import model_endpoints
 from teams.live.event_payloads import MessageOut, QueryOut
 from teams.models import Agent, Anchor, Team, Turn
 from teams.run.drift import chain_breaks, drift_report, health, recommendation, score
@@ -41,6 +43,14 @@ def agents_list(request, team: str):
     return [AgentOut.model_validate(agent) for agent in caller(request).team(team).agents.all()]
 
 
+def _model_check(model: str | None) -> None:
+    """A model id given must be usable now: its endpoint exists, its key is set, it has
+    a price (empty: the default model)."""
+    problem = model_endpoints.model_id_problem(model) if model else ""
+    if problem:
+        raise InvalidInput(f"The model cannot be used: {problem}", field="model")
+
+
 @router.post(
     "/teams/{team}/agents",
     response=responses({201: AgentOut}, 400, 404, 409),
@@ -50,6 +60,7 @@ def agents_create(request, team: str, payload: AgentIn):
     who = caller(request)
     row = who.team(team)
     who.require_pm("add agents")
+    _model_check(payload.model)
     return Status(
         201, AgentOut.model_validate(services.agent_create(team=row, **payload.model_dump()))
     )
@@ -75,6 +86,8 @@ def agents_update(request, team: str, agent: str, payload: AgentPatch):
     _, row = team_and_agent(who, team, agent)
     who.require_pm("change agents")
     fields = list(payload.model_dump(exclude_unset=True))
+    if "model" in fields:
+        _model_check(payload.model)
     for field in fields:
         setattr(row, field, getattr(payload, field))
     services.agent_update(agent=row, fields=fields)

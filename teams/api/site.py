@@ -21,6 +21,7 @@ from teams.api import (
     knowledge,
     mcp_servers,
     messages,
+    model_endpoints,
     spend,
     steering,
     teams,
@@ -65,6 +66,7 @@ ROUTERS = (
     forks,
     steering,
     evals,
+    model_endpoints,
 )
 for router in ROUTERS:
     api.add_router("", router.router)

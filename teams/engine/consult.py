@@ -22,12 +22,13 @@ from teams.errors import ModelError
 from teams.integrations.consultations import (
     OUTPUT_TOKENS,
     PeerFrame,
+    endpoint_of,
     key_problem,
     peer_output_schema,
     profile_key,
     strict_schema,
 )
-from teams.lib import outbound
+from teams.lib import endpoints, outbound
 from teams.lib.catalog import Usage
 from teams.models import ConsultantProfile
 from teams.observability import telemetry
@@ -54,29 +55,62 @@ def consult(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
     problem = key_problem(profile)
     if problem:
         raise ModelError(f"Consultant {profile.name} cannot be asked: {problem}")
-    if profile.base_url and profile.provider != ConsultantProfile.Provider.OFFLINE:
+    asked = _through_endpoint(profile)  # an ENDPOINT/MODEL id: that endpoint's settings
+    guarded = _guards(asked)
+    if guarded:
         try:  # checked again when connecting: the name may change its answer meanwhile
-            outbound.check_url(profile.base_url)
+            outbound.check_url(asked.base_url)
         except outbound.Refused as exc:
             raise ModelError(
                 f"Consultant {profile.name} is not asked: its base URL is refused: {exc.reason}."
             ) from None
     started = time.monotonic()
-    call = CALLS[profile.provider]
+    call = CALLS[asked.provider]
     with telemetry.chat(  # chat <model>, under the ask_peer/ask_multi tool's span
         model=profile.model,
         max_tokens=OUTPUT_TOKENS,
-        provider=profile.provider,
+        provider=asked.provider,
         system=frame.system,
         messages=[{"role": "user", "content": frame.prompt}],
         purpose="consultation",
         consultant=profile.name,
     ) as recorder:
-        reply = call(profile, frame)
+        reply = call(asked, frame)
+        if asked is not profile:
+            reply.model = profile.model  # priced by Loom's id, not the endpoint's name
         recorder.usage(reply.model, reply.usage)
         recorder.output(reply.data)
     reply.seconds = time.monotonic() - started
     return reply
+
+
+def _guards(profile: ConsultantProfile) -> bool:
+    """Do a profile's requests go through the outbound guard? Those to a base URL a
+    person gave do, unless it is a `local` endpoint's."""
+    if profile.provider == ConsultantProfile.Provider.OFFLINE or not profile.base_url:
+        return False
+    return not getattr(profile, "local_endpoint", False)
+
+
+def _through_endpoint(profile: ConsultantProfile) -> ConsultantProfile:
+    """A profile whose model is an `ENDPOINT/MODEL` id, as the unsaved profile that
+    reaches that endpoint (its API, URL and key variable, the endpoint's own model
+    name); any other profile as it is."""
+    endpoint = endpoint_of(profile)
+    if endpoint is None:
+        return profile
+    asked = ConsultantProfile(
+        name=profile.name,
+        provider=endpoint.api,
+        model=endpoints.route(profile.model).model,
+        base_url=endpoint.url(),
+        key_env=endpoint.key_env,
+        strengths=profile.strengths,
+        extra_prompt=profile.extra_prompt,
+    )
+    asked.local_endpoint = endpoint.local
+    asked.endpoint_headers = endpoint.headers()
+    return asked
 
 
 def _anthropic(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
@@ -89,17 +123,18 @@ def _anthropic(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
         profile_key(profile),
         profile.base_url or settings.ANTHROPIC_BASE_URL,
         lambda key, url: anthropic.Anthropic(
-            api_key=key,
+            api_key=key or "none",  # a keyless local endpoint ignores it
             base_url=url,
             max_retries=2,
             timeout=TIMEOUT_SECONDS,
+            default_headers=getattr(profile, "endpoint_headers", None) or None,
             http_client=(
                 _guarded()
-                if profile.base_url
+                if _guards(profile)
                 else telemetry.http_client(anthropic.DefaultHttpxClient)
             ),
         ),
-        guarded=bool(profile.base_url),
+        guarded=_guards(profile),
     )
     try:
         message = client.messages.create(
@@ -145,13 +180,14 @@ def _openai(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
         profile_key(profile),
         profile.base_url or None,
         lambda key, url: openai.OpenAI(
-            api_key=key,
+            api_key=key or "none",  # a keyless local endpoint ignores it
             base_url=url,
             max_retries=2,
             timeout=TIMEOUT_SECONDS,
-            http_client=_guarded() if profile.base_url else None,
+            default_headers=getattr(profile, "endpoint_headers", None) or None,
+            http_client=_guarded() if _guards(profile) else None,
         ),
-        guarded=bool(profile.base_url),
+        guarded=_guards(profile),
     )
     try:
         completion = client.chat.completions.create(

@@ -22,6 +22,7 @@ from teams.conversation import approvals, hierarchy, keepers
 from teams.engine import claims, history_kept, prompts
 from teams.engine.consult import consult
 from teams.engine.providers import caches_prompts, provider_for, replaying
+from teams.engine.reply import invalid_arguments_error
 from teams.errors import Conflict, ModelError
 from teams.history.model_requests import request_packed
 from teams.live import events
@@ -374,6 +375,9 @@ def _approval(turn: Turn, tools, use: dict, model_content: list[dict], resumed: 
     request is asked, then its answer decides when the turn resumes. A resumed turn
     (`resumed`: it replayed steps) heeds the answer even when the tool no longer asks
     (the PM's Always approve made it auto): its note, its edited arguments."""
+    invalid = invalid_arguments_error(use)  # an OpenAI-style reply's arguments, not JSON
+    if invalid:
+        return _Verdict(result=ToolResult(invalid, is_error=True))
     arguments = use.get("input") or {}
     tool = next((t for t in tools if t.name == use["name"]), None)
     asks = tool is not None and registry.policy(tool, turn.team) == ApprovalPolicy.ASK

@@ -1,10 +1,13 @@
-"""The model boundary: a provider per family of model ids, chosen by the id.
+"""The model boundary: a provider per endpoint API, chosen by the model id.
 
-`loom-offline` is always the offline model; a `claude-…` id is Claude through the
-anthropic SDK and needs ANTHROPIC_API_KEY (a missing key is a ModelError that says
-so, never a silent fallback). Every provider speaks one protocol, respond(...) ->
-ModelReply, with streamed text, usage and failures as ModelError, so the loop does
-not know which it has. Providers for other vendors plug in to PROVIDERS.
+`loom-offline` is always the offline model; any other id routes to its endpoint
+(teams.lib.endpoints: `ENDPOINT/MODEL`, a bare `claude-…` id the `anthropic` one):
+an Anthropic-style endpoint is called through the anthropic SDK (AnthropicProvider),
+an OpenAI-style one through the openai SDK's Chat Completions
+(teams.engine.openai_chat). A missing key is a ModelError that says so, never a
+silent fallback. Every provider speaks one protocol, respond(...) -> ModelReply,
+with streamed text, usage and failures as ModelError, so the loop does not know
+which it has.
 
 A model without a price (teams.lib.catalog.price_problem) is never called: a paid
 provider's respond() refuses it with a ModelError naming the model and how to add
@@ -23,7 +26,9 @@ from django.conf import settings
 from teams.engine.offline import OfflineProvider
 from teams.engine.reply import DEFAULT_MAX_TOKENS, ModelReply, Provider
 from teams.errors import ModelError
-from teams.lib.catalog import CLAUDE_PREFIX, OFFLINE_MODEL, Usage, family_of, price_problem
+from teams.lib import endpoints, outbound
+from teams.lib.catalog import OFFLINE_MODEL, Usage, price_problem
+from teams.lib.endpoints import API_ANTHROPIC, API_OPENAI, Endpoint
 from teams.observability import telemetry
 from teams.services import without_nul
 
@@ -52,7 +57,13 @@ class AnthropicProvider:
         unpriced = price_problem(model)
         if unpriced:
             raise ModelError(unpriced)
-        kwargs = {"model": model, "max_tokens": max_tokens, "system": system, "messages": messages}
+        api_model = endpoints.route(model).model  # `ollama/qwen3:8b` asks for qwen3:8b
+        kwargs = {
+            "model": api_model,
+            "max_tokens": max_tokens,
+            "system": system,
+            "messages": messages,
+        }
         if tools:
             kwargs["tools"] = tools
         try:
@@ -64,6 +75,9 @@ class AnthropicProvider:
         except anthropic.APIStatusError as exc:
             raise ModelError(describe_status_error(exc)) from exc
         except anthropic.APIConnectionError as exc:
+            refused = outbound.refusal_in(exc)
+            if refused:
+                raise ModelError(f"The endpoint's address is refused: {refused}") from exc
             raise ModelError(f"Could not reach the Messages API: {exc}") from exc
         except anthropic.APIError as exc:  # an error event in the middle of a stream
             raise ModelError(f"The Messages API failed: {exc}") from exc
@@ -71,7 +85,8 @@ class AnthropicProvider:
         return ModelReply(
             content=[_block_dict(block) for block in final.content],
             stop_reason=final.stop_reason or "end_turn",
-            model=final.model or model,
+            # Priced by Loom's id: the endpoint's model names are its own.
+            model=(final.model or model) if api_model == model else model,
             usage=Usage(
                 input_tokens=usage.input_tokens or 0,
                 output_tokens=usage.output_tokens or 0,
@@ -101,55 +116,120 @@ def _block_dict(block) -> dict:
 
 
 _client_lock = threading.Lock()
-_clients: dict[tuple, anthropic.Anthropic] = {}
+_clients: dict[tuple, object] = {}
 
 
-def _anthropic() -> Provider:
-    # Imported on the first call, not with this module: a process that never calls
-    # Claude (the offline model, a management command) is spared a second of CPU.
-    import anthropic
-
-    if not settings.ANTHROPIC_API_KEY:
-        raise ModelError(
-            "ANTHROPIC_API_KEY is not set, and Claude models need it: set it, or give the "
-            f"agent the model {OFFLINE_MODEL!r} to run offline"
-        )
+def _client(kind: str, endpoint: Endpoint, make):
+    """One SDK client per endpoint's settings (key, URL, headers), shared by threads
+    (both SDKs are thread-safe); made again when a setting changes."""
     key = (
-        settings.ANTHROPIC_API_KEY,
-        settings.ANTHROPIC_BASE_URL,
+        kind,
+        endpoint,
+        endpoint.key(),
+        endpoint.url(),
+        tuple(sorted(endpoint.headers().items())),
         getattr(settings, "LOOM_MODEL_MAX_RETRIES", 4),
         settings.LOOM_MODEL_TIMEOUT,
         telemetry.enabled(),
     )
     with _client_lock:
         if key not in _clients:
-            api_key, base_url, retries, timeout, _ = key
-            _clients[key] = anthropic.Anthropic(
-                api_key=api_key,
-                base_url=base_url,
-                max_retries=retries,
-                timeout=timeout,
-                # Traced: each HTTP attempt (the SDK's retries) is a span of the call's.
-                http_client=telemetry.http_client(anthropic.DefaultHttpxClient),
-            )
-        return AnthropicProvider(_clients[key])
+            _clients[key] = make()
+        return _clients[key]
 
 
-# Each family of teams.lib.catalog.MODEL_FAMILIES -> the factory of its provider.
-PROVIDERS: dict[str, Callable[[], Provider]] = {
+def guarded(endpoint: Endpoint) -> bool:
+    """Does this endpoint's traffic go through the outbound guard? Every address a
+    person gave does, unless the endpoint is `local` (loopback and private addresses
+    allowed); the built-ins as shipped lead to their vendors."""
+    return not endpoint.builtin and not endpoint.local and bool(endpoint.base_url)
+
+
+def http_client(endpoint: Endpoint, default_class):
+    """The HTTP client an endpoint's SDK client sends with: the outbound guard's for a
+    guarded endpoint (checked first, so a refused URL says why before any request),
+    else the SDK's own, traced (each HTTP attempt, the SDK's retries, is a span of
+    the call's)."""
+    if not guarded(endpoint):
+        return telemetry.http_client(default_class)
+    try:
+        outbound.check_url(endpoint.base_url)
+    except outbound.Refused as exc:
+        raise ModelError(
+            f"The endpoint {endpoint.name!r} is not called: its base URL is refused: "
+            f"{exc.reason}. A superuser marks it local if it is a server of this network."
+        ) from None
+    timeout = settings.LOOM_MODEL_TIMEOUT
+    return outbound.client(timeout=timeout, total_timeout=timeout * 5)
+
+
+def _anthropic(endpoint: Endpoint) -> Provider:
+    # Imported on the first call, not with this module: a process that never calls
+    # Claude (the offline model, a management command) is spared a second of CPU.
+    import anthropic
+
+    if not endpoint.key() and endpoint.key_env == "ANTHROPIC_API_KEY":
+        raise ModelError(
+            "ANTHROPIC_API_KEY is not set, and Claude models need it: set it, or give the "
+            f"agent the model {OFFLINE_MODEL!r} to run offline"
+        )
+    if endpoint.problem():
+        raise ModelError(f"No call is made: {endpoint.problem()}")
+    client = _client(
+        "anthropic",
+        endpoint,
+        lambda: anthropic.Anthropic(
+            api_key=endpoint.key() or "none",  # a keyless local server ignores it
+            base_url=endpoint.url() or None,
+            default_headers=endpoint.headers() or None,
+            max_retries=getattr(settings, "LOOM_MODEL_MAX_RETRIES", 4),
+            timeout=settings.LOOM_MODEL_TIMEOUT,
+            http_client=http_client(endpoint, anthropic.DefaultHttpxClient),
+        ),
+    )
+    return AnthropicProvider(client)
+
+
+def _openai(endpoint: Endpoint) -> Provider:
+    import openai  # on the first call, as anthropic is (see _anthropic)
+
+    from teams.engine.openai_chat import OpenAIChatProvider
+
+    if endpoint.problem():
+        raise ModelError(f"No call is made: {endpoint.problem()}")
+    client = _client(
+        "openai",
+        endpoint,
+        lambda: openai.OpenAI(
+            api_key=endpoint.key() or "none",  # a keyless local server ignores it
+            base_url=endpoint.url() or None,
+            default_headers=endpoint.headers() or None,
+            max_retries=getattr(settings, "LOOM_MODEL_MAX_RETRIES", 4),
+            timeout=settings.LOOM_MODEL_TIMEOUT,
+            http_client=http_client(endpoint, openai.DefaultHttpxClient),
+        ),
+    )
+    return OpenAIChatProvider(client, endpoint)
+
+
+# The offline model's provider, and each endpoint API's (made for an endpoint).
+PROVIDERS: dict[str, Callable[..., Provider]] = {
     OFFLINE_MODEL: OfflineProvider,
-    CLAUDE_PREFIX: _anthropic,
+    API_ANTHROPIC: _anthropic,
+    API_OPENAI: _openai,
 }
 
 
-# The families whose provider reads cache_control breakpoints in message blocks.
-PROMPT_CACHES = {CLAUDE_PREFIX}
+# The APIs whose provider reads cache_control breakpoints in message blocks (an
+# OpenAI-style server caches prompts by itself, and reports the cached tokens).
+PROMPT_CACHES = {API_ANTHROPIC}
 
 
 def caches_prompts(model: str) -> bool:
     """Does this model id's provider have a prompt cache (so the history goes to it
     as content blocks with cache breakpoints)?"""
-    return family_of(model) in PROMPT_CACHES
+    endpoint = endpoints.route(model).endpoint
+    return endpoint is not None and endpoint.api in PROMPT_CACHES
 
 
 # Set while a replay runs (teams.engine.replay): every model call of this thread is
@@ -158,23 +238,23 @@ replaying: ContextVar = ContextVar("loom_replaying", default=None)
 
 
 def provider_for(model: str, purpose: str = "turn") -> Provider:
-    """The provider serving this model id; ModelError when none can. `purpose` says
-    which call it is for a replay: a turn's step, or a tool's own question."""
+    """The provider serving this model id; ModelError when none can (the id names no
+    endpoint, the endpoint's key is unset). `purpose` says which call it is for a
+    replay: a turn's step, or a tool's own question."""
     replay = replaying.get()
     if replay is not None:
         return replay.provider(purpose)
-    family = family_of(model)
-    if family is None:
-        raise ModelError(
-            f"No provider serves the model {model!r}: use a {CLAUDE_PREFIX}… id or "
-            f"{OFFLINE_MODEL!r}"
-        )
-    return PROVIDERS[family]()
+    route = endpoints.route(model)
+    if route.problem:
+        raise ModelError(route.problem)
+    if route.endpoint is None:
+        return PROVIDERS[OFFLINE_MODEL]()
+    return PROVIDERS[route.endpoint.api](route.endpoint)
 
 
 def model_problem(model: str) -> str:
-    """Why calls to this model id would fail now, or "" when they can be made (a
-    provider serves it, its key is set, it has a price)."""
+    """Why calls to this model id would fail now, or "" when they can be made (an
+    endpoint serves it, its key is set, it has a price)."""
     try:
         provider_for(model)
     except ModelError as exc:

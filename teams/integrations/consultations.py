@@ -22,7 +22,7 @@ from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from teams.errors import Conflict, InvalidInput, LoomError, NotFound, integrity_as, validated
-from teams.lib import outbound
+from teams.lib import endpoints, outbound
 from teams.lib.catalog import Usage, cost_of
 from teams.live import events
 from teams.live.event_payloads import ConsultationBatchOut
@@ -489,10 +489,24 @@ def profiles_enabled_stamp(*, team_id) -> RowsJson:
     )
 
 
+def endpoint_of(profile: ConsultantProfile) -> endpoints.Endpoint | None:
+    """The model endpoint a profile is called through: its model is an `ENDPOINT/MODEL`
+    id (teams.lib.endpoints) and it names no base URL of its own; None otherwise (its
+    provider, base URL and key variable say how)."""
+    if profile.provider == ConsultantProfile.Provider.OFFLINE or profile.base_url:
+        return None
+    if "/" not in profile.model:
+        return None
+    return endpoints.route(profile.model).endpoint
+
+
 def key_problem(profile: ConsultantProfile) -> str:
     """Why this profile cannot be called now (its key variable is unset), or ""."""
     if profile.provider == ConsultantProfile.Provider.OFFLINE:
         return ""
+    endpoint = endpoint_of(profile)
+    if endpoint is not None:
+        return endpoint.problem()
     if profile.key_env and not os.environ.get(profile.key_env):
         return f"the key variable {profile.key_env} is not set"
     if not profile.key_env and profile.provider == ConsultantProfile.Provider.OPENAI:

@@ -11,20 +11,9 @@ from decimal import Decimal
 
 from django.conf import settings
 
-OFFLINE_MODEL = "loom-offline"
-CLAUDE_PREFIX = "claude-"
+from teams.lib.endpoints import ANTHROPIC_ENDPOINT, OFFLINE_MODEL, is_local
+
 CLAUDE_DEFAULT_MODEL = "claude-sonnet-4-6"
-# The model ids some provider serves: the offline model's, and every id that starts
-# with a family prefix (teams.engine.providers has a provider for each).
-MODEL_FAMILIES = (OFFLINE_MODEL, CLAUDE_PREFIX)
-
-
-def family_of(model: str) -> str | None:
-    """The MODEL_FAMILIES entry whose provider serves this model id, or None."""
-    if model == OFFLINE_MODEL:
-        return OFFLINE_MODEL
-    prefixes = (p for p in MODEL_FAMILIES if p.endswith("-"))
-    return next((p for p in prefixes if model.startswith(p) and model != p), None)
 
 
 # USD per million tokens: (input, output). Cache writes cost 1.25x input and cache
@@ -132,16 +121,26 @@ def price_table() -> dict[str, Price]:
 
 
 def price_for(model: str) -> Price | None:
-    """The price of the longest id or prefix in the table that `model` starts with;
-    None for a model the table does not know. Such a model is never priced as some
-    other model, and never called (price_problem): a call Loom could not count would
-    slip past every budget. Rows recorded before it was refused are counted as free
-    and flagged in the admin."""
+    """The price of the longest id or prefix in the table that `model` starts with
+    (`anthropic/claude-…` is priced as its bare `claude-…` id); free for a model of a
+    `local` endpoint the table does not know; None for any other model the table does
+    not know. Such a model is never priced as some other model, and never called
+    (price_problem): a call Loom could not count would slip past every budget. Rows
+    recorded before it was refused are counted as free and flagged in the admin."""
     table = price_table()
-    for prefix in sorted(table, key=len, reverse=True):
-        if model.startswith(prefix):
-            return table[prefix]
-    return None
+    bare = model.removeprefix(f"{ANTHROPIC_ENDPOINT}/")
+    for candidate in (model, bare) if bare != model else (model,):
+        for prefix in sorted(table, key=len, reverse=True):
+            if candidate.startswith(prefix):
+                return table[prefix]
+    return FREE if is_local(model) else None
+
+
+def priced_as_local(model: str) -> bool:
+    """Is this model free because its endpoint is `local` (no price row): the pages
+    say "local" instead of a price."""
+    table = price_table()
+    return is_local(model) and not any(model.startswith(prefix) for prefix in table)
 
 
 def price_problem(model: str) -> str:

@@ -1,7 +1,8 @@
-"""What connects a team to the outside: consultants and consultations, API tokens,
-webhooks and their deliveries, MCP servers."""
+"""What connects a team to the outside: model endpoints, consultants and
+consultations, API tokens, webhooks and their deliveries, MCP servers."""
 
 import hashlib
+import re
 import uuid
 from decimal import Decimal
 from urllib.parse import urlsplit
@@ -12,7 +13,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from teams.lib import outbound
+from teams.lib import endpoints, outbound
 from teams.models.choices import agent_name_validator, human_text
 from teams.models.conversation import ApprovalPolicy
 from teams.models.team import Agent, Team
@@ -36,6 +37,135 @@ def validate_key_env(value: str) -> None:
             "Name a variable holding an API key, ending in _KEY or _TOKEN (e.g. "
             "OPENAI_API_KEY); Loom's own LOOM_ and DJANGO_ variables are refused."
         )
+
+
+class EndpointApi(models.TextChoices):
+    ANTHROPIC = endpoints.API_ANTHROPIC, "Anthropic Messages API"
+    OPENAI = endpoints.API_OPENAI, "OpenAI Chat Completions (OpenAI, Gemini, vLLM, Ollama, ...)"
+
+
+endpoint_name_validator = RegexValidator(
+    endpoints.ENDPOINT_NAME_PATTERN,
+    "An endpoint's name is 1 to 32 characters: lowercase letters, digits and -.",
+)
+HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+
+
+def validate_header_vars(value) -> None:
+    """Header name -> the NAME of the variable holding its value (never the value);
+    Loom's own LOOM_ and DJANGO_ variables are refused (they would leave Loom)."""
+    if not isinstance(value, dict):
+        raise ValidationError("Give an object: header name -> environment variable name.")
+    for header, var in value.items():
+        if not HEADER_NAME.match(str(header)):
+            raise ValidationError(f"{str(header)[:60]!r} is not a header name.")
+        if not isinstance(var, str) or not re.match(ENV_NAME_PATTERN, var):
+            raise ValidationError(
+                f"The header {header} names {str(var)[:60]!r}, which is not the NAME of an "
+                "environment variable (e.g. OPENAI_ORG_ID)."
+            )
+        if var.startswith(("LOOM_", "DJANGO_")):
+            raise ValidationError(f"The header {header} may not send Loom's own {var}.")
+
+
+class ModelEndpoint(models.Model):
+    """Where the calls of `<name>/<model>` ids go (teams.lib.endpoints; a row named
+    like a built-in endpoint replaces it). The key is never stored: `key_env` names
+    the environment variable that holds it."""
+
+    Api = EndpointApi
+
+    name = models.CharField(
+        max_length=32,
+        unique=True,
+        validators=[endpoint_name_validator],
+        error_messages={"blank": endpoint_name_validator.message},
+    )
+    api = models.CharField(max_length=20, choices=Api.choices, default=Api.OPENAI)
+    base_url = models.URLField(
+        "base URL",
+        max_length=300,
+        blank=True,
+        help_text="Empty: the SDK's default (api.openai.com; Anthropic's own).",
+    )
+    key_env = models.CharField(
+        "key variable",
+        max_length=100,
+        blank=True,
+        validators=[
+            RegexValidator(
+                ENV_NAME_PATTERN, "The NAME of an environment variable, e.g. OPENAI_API_KEY."
+            ),
+            validate_key_env,
+        ],
+        help_text="The name of the environment variable holding the key (never the key); "
+        "empty: no key.",
+    )
+    header_vars = models.JSONField(
+        "header variables",
+        default=dict,
+        blank=True,
+        validators=[validate_header_vars],
+        help_text='Extra headers, each from a variable: {"OpenAI-Organization": "OPENAI_ORG"}.',
+    )
+    local = models.BooleanField(
+        default=False,
+        help_text="A model server on this machine or network: loopback and private addresses "
+        "are allowed, and its models cost nothing unless they have a price.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "model endpoint"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(api__in=EndpointApi.values), name="model_endpoint_api_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(name__regex=endpoints.ENDPOINT_NAME_PATTERN),
+                name="model_endpoint_name_valid",
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    def save(self, *args, **kwargs):
+        super().save(*args, **kwargs)
+        endpoints.endpoints_invalidate()
+
+    def delete(self, *args, **kwargs):
+        result = super().delete(*args, **kwargs)
+        endpoints.endpoints_invalidate()
+        return result
+
+    def clean(self):
+        """Only a `local` endpoint may lead to a loopback or private address."""
+        super().clean()
+        if self.base_url and not self.local:
+            try:
+                outbound.validate_url(self.base_url)
+            except ValidationError as exc:
+                raise ValidationError(
+                    {"base_url": f"{exc.messages[0]} Mark the endpoint local to allow it."}
+                ) from None
+
+    def as_endpoint(self) -> endpoints.Endpoint:
+        return endpoints.Endpoint(
+            name=self.name,
+            api=self.api,
+            base_url=self.base_url,
+            key_env=self.key_env,
+            header_vars=dict(self.header_vars or {}),
+            local=self.local,
+        )
+
+
+def endpoint_rows():
+    for row in ModelEndpoint.objects.all():
+        yield row.as_endpoint()
 
 
 class ConsultantProfile(models.Model):
@@ -131,8 +261,6 @@ class Consultation(models.Model):
 
     def __str__(self):
         return f"consultation {self.pk} ({self.status})"
-
-
 
 
 class ApiToken(models.Model):
@@ -349,8 +477,6 @@ class WebhookDelivery(models.Model):
 
     def __str__(self):
         return f"{self.event} #{self.pk} ({self.status})"
-
-
 
 
 class McpTransport(models.TextChoices):

@@ -8,6 +8,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from teams.lib import endpoints
 from teams.lib.catalog import default_max_tokens, default_model
 from teams.models.choices import (
     AGENT_NAME_PATTERN,
@@ -319,3 +320,10 @@ class Agent(models.Model):
     def reply_tokens(self) -> int:
         """The max_tokens of its requests to its model now."""
         return self.max_tokens_for(self.effective_model)
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint its model id routes to; "" for the offline model (or an id no
+        endpoint serves)."""
+        found = endpoints.route(self.effective_model).endpoint
+        return found.name if found is not None else ""

@@ -4,6 +4,8 @@ other, so a figure reads the same wherever the PM meets it (the live view's scri
 words the live updates the same way: teams/static/teams/live.js)."""
 
 from teams.conversation import hierarchy
+from teams.lib import endpoints
+from teams.lib.catalog import priced_as_local
 from teams.models import Agent
 from teams.run import drift
 from teams.run.budgets import WARN_PERCENT, agent_spent
@@ -103,7 +105,8 @@ def turn_figures(turn) -> dict | None:
     seconds = None
     if turn.started_at and turn.finished_at:
         seconds = (turn.finished_at - turn.started_at).total_seconds()
-    line = f"{tokens:,} tokens · ${turn.cost_usd:.4f}"
+    free_here = not turn.cost_usd and turn.model and priced_as_local(turn.model)
+    line = f"{tokens:,} tokens · " + ("local" if free_here else f"${turn.cost_usd:.4f}")
     title = (
         f"Turn {turn.number}, {turn.model or 'no model call'}: {turn.input_tokens:,} input, "
         f"{turn.cache_read_tokens:,} read from cache, {turn.cache_creation_tokens:,} written "
@@ -113,6 +116,16 @@ def turn_figures(turn) -> dict | None:
         line += f" · {seconds:.1f} s"
         title += f"; {seconds:.2f} s"
     return {"line": line, "title": title}
+
+
+def model_label(model: str) -> str:
+    """A model id as the pages say it: "qwen3:8b on ollama (local)", "claude-sonnet-4-6
+    on anthropic", "loom-offline"."""
+    route = endpoints.route(model)
+    if route.endpoint is None:
+        return model
+    said = f"{route.model} on {route.endpoint.name}"
+    return said + " (local)" if route.endpoint.local else said
 
 
 def size_in_bytes(size: int | None) -> str:

@@ -40,6 +40,7 @@ from teams.web.presentation import (
     agent_budget_warnings,
     agent_drift,
     budgets,
+    model_label,
     size_in_bytes,
     turn_figures,
 )
@@ -92,6 +93,8 @@ def team_live(request, slug):
     team = _team_or_404(request, slug)
     transcript = selectors.team_transcript(team=team)
     agents = list(team.agents.all())
+    for agent in agents:  # the roster says each agent's model and endpoint
+        agent.model_label = model_label(agent.effective_model)
     # A turn with several messages shows its figures once, on its last message.
     last_of_turn = {m.turn_id: m.id for m in transcript if m.turn_id}
     recent_files = selectors.team_recent_files(team=team)

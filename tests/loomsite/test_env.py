@@ -288,14 +288,21 @@ class TestScalars:
         assert load(LOOM_MODEL="claude-haiku-4-5").model == "claude-haiku-4-5"
         assert load(LOOM_MODEL=" loom-offline ").model == "loom-offline"
         assert load(LOOM_MODEL="claude-" + "m" * 93).model == "claude-" + "m" * 93
+        assert load(LOOM_MODEL="ollama/qwen3:8b").model == "ollama/qwen3:8b"
+        assert load(LOOM_MODEL="openrouter/meta-llama/llama-4-scout").model == (
+            "openrouter/meta-llama/llama-4-scout"
+        )
 
     @pytest.mark.parametrize(
         "value, fragment",
         [
             ("two words", "whitespace"),
             ("m" * 101, "longer than 100"),
-            ("gpt-4", "no provider serves (use loom-offline, claude-…)"),
-            ("claude-", "no provider serves"),
+            ("gpt-4", "a model no endpoint serves: write ENDPOINT/MODEL"),
+            ("claude-", "a model no endpoint serves"),
+            ("Open AI/gpt-5", "whitespace"),
+            ("OpenAI/gpt-5", "'OpenAI' before the slash is no endpoint name"),
+            ("ollama/", "no model follows the endpoint 'ollama'"),
         ],
     )
     def test_bad_model(self, load, value, fragment):

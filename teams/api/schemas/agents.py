@@ -64,6 +64,10 @@ class AgentOut(FromRow):
     role: str
     model: str
     effective_model: str
+    endpoint: str = Field(
+        description="The model endpoint its effective model is called through "
+        '(GET /api/model-endpoints); "" for the offline model.'
+    )
     role_prompt: str
     position: int
     context_budget_tokens: int

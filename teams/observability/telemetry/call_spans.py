@@ -11,14 +11,19 @@ from typing import Any
 
 from teams.observability.telemetry.state import OFF, _content, _error, _off, _state, enabled
 
-# The GenAI provider names of Loom's model families and consultant providers.
-PROVIDER_NAMES = {"claude-": "anthropic", "loom-offline": "loom.offline"}
+# The GenAI provider names of the endpoints the conventions know (others: their API).
+PROVIDER_NAMES = {"gemini": "gcp.gemini", "openrouter": "openrouter", "ollama": "ollama"}
 
 
 def provider_name(model: str) -> str:
-    from teams.lib.catalog import family_of
+    """The GenAI provider name (gen_ai.provider.name) of a model id: its endpoint's
+    when the conventions know it, else the API the endpoint speaks."""
+    from teams.lib import endpoints
 
-    return PROVIDER_NAMES.get(family_of(model) or "", "unknown")
+    route = endpoints.route(model)
+    if route.endpoint is None:
+        return "loom.offline" if not route.problem else "unknown"
+    return PROVIDER_NAMES.get(route.endpoint.name, route.endpoint.api)
 
 
 def _parts(blocks) -> list[dict]:

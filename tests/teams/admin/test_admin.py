@@ -17,6 +17,7 @@ from teams.models import (
     Keeper,
     KeeperEntry,
     Message,
+    ModelEndpoint,
     ModelPrice,
     Team,
     TurnStep,
@@ -72,7 +73,10 @@ def one_of_each(team) -> dict:
         worker="host-a:41:n1",
         defaults={"host": "host-a", "pid": 41, "started_at": now(), "last_seen": now()},
     )
-    rows += [price, mcp, beat]
+    endpoint, _ = ModelEndpoint.objects.get_or_create(
+        name="lab", defaults={"api": "openai", "base_url": "http://10.0.0.3/v1", "local": True}
+    )
+    rows += [price, mcp, beat, endpoint]
     return {type(row): row for row in rows}
 
 
@@ -84,7 +88,7 @@ def populated(team, agents):
 
 def test_every_changelist_and_change_page_renders(admin_client, populated):
     models = [m for m in admin.site._registry if m._meta.app_label == "teams"]
-    assert len(models) == 20
+    assert len(models) == 21
     for model in models:
         opts = model._meta
         changelist = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")

@@ -17,6 +17,7 @@ from teams.models import (
     ConsultantProfile,
     KeeperEntry,
     Message,
+    ModelEndpoint,
     ModelPrice,
     PMRequest,
     Team,
@@ -77,7 +78,7 @@ def team_of(obj) -> Team:
 
 
 def may_see(user, model) -> bool:
-    if model in (ConsultantProfile, ModelPrice, WorkerHeartbeat):
+    if model in (ConsultantProfile, ModelEndpoint, ModelPrice, WorkerHeartbeat):
         return user.is_superuser
     name = model._meta.model_name
     return user.has_perm(f"teams.view_{name}") or user.has_perm(f"teams.change_{name}")
@@ -152,7 +153,7 @@ def test_no_page_of_another_teams_object_opens_or_changes_it(beta_pm, worlds):
     client = client_for(beta_pm)
     before = snapshot()
     for model, obj in worlds["alpha"].items():
-        if model in (ConsultantProfile, ModelPrice, WorkerHeartbeat):
+        if model in (ConsultantProfile, ModelEndpoint, ModelPrice, WorkerHeartbeat):
             continue  # shared by both teams: superusers only, tested below
         expected = refusals(beta_pm, model)
         for view in ("change", "delete", "history"):

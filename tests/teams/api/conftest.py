@@ -69,4 +69,10 @@ def furnished(team, agents):
     from teams.models import EvalRun
 
     furnished.eval_run = EvalRun.objects.create(suite_name="furnished", suite={})
+    # ...and the model endpoint they name.
+    from teams.models import ModelEndpoint
+
+    ModelEndpoint.objects.create(
+        name="critic", api="openai", base_url="http://127.0.0.1:9/v1", local=True
+    )
     return furnished

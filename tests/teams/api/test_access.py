@@ -62,6 +62,8 @@ BODIES = {
     "tool_run_command": {"command": "true"},
     "consultants_create": {"name": "critic2", "model": "loom-offline"},
     "consultants_update": {"enabled": False},
+    "model_endpoints_create": {"name": "lab", "api": "openai", "local": True},
+    "model_endpoints_update": {"local": True},
     "webhooks_create": {"url": "https://hooks.example.test/loom", "events": ["team.done"]},
     "mcp_servers_create": {"name": "docs", "transport": "http", "url": "https://mcp.example.test"},
     "mcp_servers_update": {"approval": "auto"},
@@ -83,7 +85,13 @@ QUERIES = {
     "files_revision": {"path": "notes.md", "number": 1},
 }
 # Consultants serve every team: a superuser's.
-SUPERUSER_ONLY = {"consultants_create", "consultants_update"}
+SUPERUSER_ONLY = {
+    "consultants_create",
+    "consultants_update",
+    "model_endpoints_create",
+    "model_endpoints_update",
+    "model_endpoints_delete",
+}
 
 # What an agent's token may not do: act as the PM...
 PM_ONLY = {

@@ -13,13 +13,13 @@ from tests.fakes.messages_api import text
 from tests.helpers import drain
 
 
-def test_offline_id_is_the_offline_model_even_with_a_key(settings):
+def test_offline_id_is_the_offline_model_even_with_a_key(db, settings):
     settings.ANTHROPIC_API_KEY = "sk-set"
     assert isinstance(provider_for(OFFLINE_MODEL), OfflineProvider)
     assert isinstance(provider_for("claude-haiku-4-5"), AnthropicProvider)
 
 
-def test_claude_without_a_key_says_which_variable_is_missing(settings):
+def test_claude_without_a_key_says_which_variable_is_missing(db, settings):
     settings.ANTHROPIC_API_KEY = None
     with pytest.raises(ModelError, match="ANTHROPIC_API_KEY is not set"):
         provider_for("claude-sonnet-4-6")
@@ -27,10 +27,12 @@ def test_claude_without_a_key_says_which_variable_is_missing(settings):
     assert model_problem(OFFLINE_MODEL) == ""
 
 
-def test_an_unknown_model_id_is_refused_clearly():
+def test_an_unknown_model_id_is_refused_clearly(db):
     for model in ("gpt-9", "claude-", "loom-offline-2"):
-        with pytest.raises(ModelError, match=f"No provider serves the model '{model}'"):
+        with pytest.raises(ModelError, match=f"'{model}' is a model no endpoint serves"):
             provider_for(model)
+    with pytest.raises(ModelError, match="names the endpoint 'nowhere', which does not exist"):
+        provider_for("nowhere/some-model")
 
 
 def test_default_model_follows_the_key_unless_loom_model_is_set(settings):
@@ -69,8 +71,29 @@ def test_an_offline_agent_in_a_team_with_a_key_never_calls_the_api(team, agents,
     assert "(offline model)" in Message.objects.get(kind="chat").content
 
 
-def test_every_model_family_has_a_provider():
+def test_every_endpoint_api_and_the_offline_model_have_a_provider():
     from teams.engine.providers import PROVIDERS
-    from teams.lib.catalog import MODEL_FAMILIES
+    from teams.models import EndpointApi
 
-    assert set(PROVIDERS) == set(MODEL_FAMILIES)
+    assert set(PROVIDERS) == {OFFLINE_MODEL, *EndpointApi.values}
+
+
+def test_an_anthropic_style_endpoint_with_its_own_address_uses_the_anthropic_sdk(
+    team, messages_api
+):
+    from teams.models import ModelEndpoint
+    from tests.fakes.messages_api import FakeMessagesAPI
+
+    messages_api([])  # Claude's own fake: it must receive nothing
+    with FakeMessagesAPI([text("From llama.cpp.")]) as local:
+        ModelEndpoint.objects.create(
+            name="llamacpp", api="anthropic", base_url=local.url, local=True
+        )
+        coach = team.agents.get(name="coach")
+        coach.model = "llamacpp/qwen3-8b"
+        coach.save(update_fields=["model"])
+        team_actions.team_start(team=team)
+        (turn,) = drain(team, limit=1)
+    assert turn.status == Turn.Status.DONE and turn.cost_usd == 0  # local, unpriced
+    assert [r.body["model"] for r in local.requests] == ["qwen3-8b"]
+    assert Message.objects.get(kind="chat").content == "From llama.cpp."
