@@ -141,7 +141,8 @@ def test_a_bad_suite_names_the_line_and_field_and_creates_nothing(tmp_path):
 
 def test_an_unknown_model_is_refused_before_anything_is_made(tmp_path):
     suite = suite_file(tmp_path, [case()])
-    with pytest.raises(CommandError, match=r"team.agents\[1\].model: No provider serves"):
+    refused = r"team.agents\[1\].model: 'gpt-nothing' is a model no endpoint serves"
+    with pytest.raises(CommandError, match=refused):
         call_command("eval", "run", str(suite), "--set", "agents.coder.model=gpt-nothing")
     assert not EvalRun.objects.exists() and not Team.objects.exists()
 

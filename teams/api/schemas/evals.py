@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field
 
 from teams.api.schemas.common import In
@@ -17,7 +19,9 @@ SET_HELP = (
 class EvalRunIn(In):
     suite: suites.SuiteSpec = Field(description="The suite, with the suite file's fields.")
     repeat: int = Field(1, ge=1, le=suites.MAX_REPEAT, description="Runs of each case.")
-    set: list[str] = Field([], max_length=50, description=SET_HELP)
+    set: list[Annotated[str, Field(max_length=1000)]] = Field(
+        [], max_length=50, description=SET_HELP
+    )
     concurrency: int = Field(
         DEFAULT_CONCURRENCY, ge=1, le=MAX_CONCURRENCY, description="Cases at work at once."
     )
