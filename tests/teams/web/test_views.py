@@ -319,7 +319,9 @@ def test_pages_say_loom_and_have_an_icon(client, manager, team, agents):
     page = manager.get(f"/teams/{team.slug}/").content.decode()
     assert 'href="/static/teams/favicon.svg"' in page
     # Named after its role: once (the roster's chip, then its steering controls).
-    assert re.search(r'<span class="agent-name">coach</span>\s*<form', page)
+    # (its model, since issue 36, comes after it, never its role).
+    model = r'(\s*<small class="agent-model"[^>]*>[^<]*</small>)?'
+    assert re.search(r'<span class="agent-name">coach</span>' + model + r'\s*<form', page)
     assert '<span class="agent-name">coder</span>' in page and "<small>coder</small>" not in page
 
 
