@@ -7,6 +7,7 @@ import json
 import time
 
 import pytest
+from django.utils import timezone
 
 from teams.integrations import mcp_servers
 from teams.models import McpServer, PMRequest
@@ -74,7 +75,8 @@ def test_the_worker_calling_the_tool_fetches_nothing(team, messages_api, metadat
     settings.LOOM_MCP_TIMEOUT = 3
     server = make_mcp_server(team, approval="auto")
     entry = {"name": "echo", "description": "Echo.", "input_schema": ref_schema(metadata)}
-    McpServer.objects.filter(pk=server.pk).update(tools=[entry])
+    # Listed already (a turn lists only a server never listed), so the kept entry stands.
+    McpServer.objects.filter(pk=server.pk).update(tools=[entry], listed_at=timezone.now())
     api = _coder_calls(messages_api, "fake__echo", {"x": "a"})
     team_actions.team_start(team=team)
     drain(team, limit=3)
