@@ -67,7 +67,9 @@ class ContextRetrieve(Tool):
             return f"{asked}: {_short(text, 120)}"
         lines = sum(1 for line in text.splitlines() if line.strip())
         found = f"{lines} matching lines" if text.startswith("[") else "an answer"
-        return f"{asked}: got {found} ({len(text):,} characters)."
+        # Words, not characters: the size of an answer citing keeper and message ids
+        # stays the same in a replay or a fork, whose rows have other ids.
+        return f"{asked}: got {found} ({len(text.split()):,} words)."
 
 
 class OffloadParams(Params):

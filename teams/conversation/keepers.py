@@ -327,15 +327,21 @@ def _search_ids(team, terms, keeper_id, limit, every: bool, seen_by=None) -> lis
     line = "LEFT JOIN teams_message m ON m.id = e.message_id " if visible else ""
     if connection.vendor == "sqlite":
         match = (" AND " if every else " OR ").join(f'"{t}"' for t in terms)
+        # Ranked here, not by FTS5's bm25: bm25 weighs a word by how rare it is in the
+        # whole table, every team's entries included, so one team's results would move
+        # with another's text (and a replay, whose rows sit beside the original's,
+        # would read its excerpts in another order). The newest candidates are ranked.
         sql = (
-            "SELECT e.id FROM teams_keeperentry_fts f "
+            "SELECT e.id, e.content FROM teams_keeperentry_fts f "
             "JOIN teams_keeperentry e ON e.id = f.rowid "
             "JOIN teams_keeper k ON k.id = e.keeper_id "
             f"{line}"
             f"WHERE teams_keeperentry_fts MATCH %s AND k.team_id = %s {keeper_clause} "
-            "ORDER BY f.rank, e.id LIMIT %s"
+            "ORDER BY e.id DESC LIMIT %s"
         )
-        params = [match, team.id, *extra, limit]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [match, team.id, *extra, RANKED_CANDIDATES])
+            return rank_by_terms(cursor.fetchall(), terms)[:limit]
     elif connection.vendor == "postgresql":
         tsquery = (" & " if every else " | ").join(terms)
         sql = (
@@ -355,6 +361,23 @@ def _search_ids(team, terms, keeper_id, limit, every: bool, seen_by=None) -> lis
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]
+
+
+RANKED_CANDIDATES = 2_000  # the newest matching entries of a team that a search ranks
+
+
+def rank_by_terms(rows: list[tuple[int, str]], terms: list[str]) -> list[int]:
+    """Ids of (id, content) rows, best first, by the text of each alone (as
+    PostgreSQL's ts_rank does): more distinct terms, then more occurrences of them for
+    the entry's length, then the older entry."""
+    wanted = {stem(t) for t in terms}
+
+    def key(row):
+        words = [stem(w) for w in WORD.findall(row[1].lower())]
+        hits = [w for w in words if w in wanted]
+        return (-len(set(hits)), -len(hits) / math.sqrt(len(words) or 1), row[0])
+
+    return [row[0] for row in sorted(rows, key=key)]
 
 
 def format_entries(entries: list[KeeperEntry]) -> str:

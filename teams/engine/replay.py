@@ -35,7 +35,12 @@ from teams.engine.reply import DEFAULT_MAX_TOKENS, ModelReply
 from teams.errors import InvalidInput, LoomError, ModelError
 from teams.files.changes import command_files_replay
 from teams.history import cloning, fork_limits, forking
-from teams.history.model_requests import request_digest, request_text, request_unpack
+from teams.history.model_requests import (
+    request_digest,
+    request_pack,
+    request_text,
+    request_unpack,
+)
 from teams.lib.catalog import Usage
 from teams.models import (
     Consultation,
@@ -225,7 +230,7 @@ class Replayer:
         if theirs is None:
             raise self._diverge(f"{who}: the original's model call {index + 1} kept no request.")
         if request_digest(mine) != (step.request_digest or request_digest(theirs)):
-            diff = _diff(theirs, {**theirs, **mine})
+            diff = _diff(theirs, {**theirs, **request_unpack(request_pack(mine))})
             raise self._diverge(
                 f"{who}, model call {index + 1}: the request differs from the original's.", diff
             )

@@ -516,9 +516,14 @@ def _send_batch(batch: list, *, wait: bool = True) -> None:
     loop = _send_loop
     try:
         if loop is not None and loop.is_running() and not _in_event_loop():
-            after = getattr(_pending, "previous", None)
+            # The thread's previous batch, when it went through this same loop: one
+            # sent through a loop since stopped never finishes, and waiting on it
+            # would hold every later send of the thread until the timeout.
+            previous_loop, after = getattr(_pending, "previous", (None, None))
+            if previous_loop is not loop:
+                after = None
             future = asyncio.run_coroutine_threadsafe(_send_all(layer, batch, after), loop)
-            _pending.previous = future
+            _pending.previous = (loop, future)
             if wait:
                 future.result(SEND_TIMEOUT)
         else:

@@ -56,7 +56,7 @@ def test_a_pm_forks_at_a_message_with_edits(pm_api, team, talked):
     assert (body["slug"], body["forked_from"], body["forked_at"], body["status"]) == (
         "alpha-b",
         "alpha",
-        f"message {point.pk}",
+        "message 2",  # by the number the pages show it with (#2), not its row id
         "idle",
     )
     assert (body["copied_turns"], body["spent_usd"]) == (2, "0.000000")

@@ -13,7 +13,7 @@ from teams.engine import providers, replay
 from teams.engine.offline import OfflineProvider
 from teams.lib.catalog import OFFLINE_MODEL
 from teams.management.commands.loom_demo import DEMO_SLUG
-from teams.models import PMRequest, Replay, Team, Turn, TurnStep
+from teams.models import Keeper, Message, PMRequest, Replay, Team, Turn, TurnStep
 from teams.run import team_actions
 from tests.fakes.messages_api import Reply
 from tests.helpers import drain
@@ -67,11 +67,23 @@ def recorded(db, monkeypatch, messages_api):
     return team, api
 
 
+def ids_with_more_digits(team):
+    """Rows made and deleted, so the replay's keepers and messages get ids with more
+    digits than the original's (as they do on a database many teams share): what the
+    agents read must not depend on how long an id is."""
+    scratch = Team.objects.create(name="Scratch", slug="scratch")
+    Keeper.objects.bulk_create(Keeper(team=scratch, topic="x") for _ in range(1000))
+    Message.objects.bulk_create(Message(team=scratch, content="x") for _ in range(1000))
+    scratch.delete()
+
+
 def test_a_replay_of_a_finished_run_matches_to_the_end_with_no_model_call(recorded):
     team, api = recorded
     calls = len(api.requests)
     assert calls > 50  # the original run asked the model for real
     original_turns = Turn.objects.filter(team=team).count()
+    assert Keeper.objects.filter(team=team).exists()
+    ids_with_more_digits(team)
 
     row = replay.team_replay(team=team)
 

@@ -6,6 +6,7 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import ApplicationCommunicator, WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
+from django.db import connection
 
 from teams import services
 from teams.conversation import pm_requests, questions
@@ -44,10 +45,15 @@ async def test_client_sees_messages_and_passes_of_a_running_team(messages_api):
     assert hello["status_label"] == "Idle" and hello["spent_usd"] == "0.0000"
 
     def run_two_turns():
-        team_actions.team_start(team=team)
-        drain(team, limit=2)
+        try:
+            team_actions.team_start(team=team)
+            drain(team, limit=2)
+        finally:
+            connection.close()
 
-    await database_sync_to_async(run_two_turns)()
+    # In a thread of its own, as a worker's turns are: on the one thread that
+    # database_sync_to_async shares, the socket could not read its access meanwhile.
+    await asyncio.to_thread(run_two_turns)
     seen = await receive_until(
         communicator,
         lambda e: e["event"] == "message.created" and e["message"]["kind"] == "pass_note",
