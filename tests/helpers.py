@@ -191,18 +191,26 @@ def forward_chain_script():
 
 def state() -> dict:
     """Every row of the teams app (and every team's managers), to show a refused
-    request changed nothing. A token's last use is bookkeeping, not state."""
+    request changed nothing. A token's last use is bookkeeping, not state.
+
+    Read with one plain SELECT per table, as the database returns it: the ORM's
+    row-to-dict work made this a third of the access tests' time."""
     from django.apps import apps
+    from django.db import connection
 
     from teams.models import Team
 
     rows = {}
-    for model in apps.get_app_config("teams").get_models():
-        rows[model.__name__] = [
-            {k: v for k, v in row.items() if k != "last_used_at"}
-            for row in model.objects.order_by("pk").values()
-        ]
-    rows["managers"] = sorted(Team.managers.through.objects.values_list("team_id", "user_id"))
+    with connection.cursor() as cursor:
+        for model in [*apps.get_app_config("teams").get_models(), Team.managers.through]:
+            meta = model._meta
+            columns = [f.column for f in meta.concrete_fields if f.column != "last_used_at"]
+            quote = connection.ops.quote_name
+            cursor.execute(
+                f"SELECT {', '.join(map(quote, columns))} FROM {quote(meta.db_table)} "
+                f"ORDER BY {quote(meta.pk.column)}"
+            )
+            rows[meta.db_table] = cursor.fetchall()
     return rows
 
 

@@ -188,6 +188,19 @@ def call(client: ApiClient, op_id: str, method: str, path: str, furnished):
     return getattr(client, method.lower())(path, body if body is not None else {})
 
 
+def each_operation(ops, check) -> None:
+    """check(op_id, method, template) for every operation of `ops`, in one test with
+    one furnished team (a team per operation cost most of this module's time): every
+    refusal that does not hold is reported, each with its operation."""
+    failures = []
+    for op_id, method, template in ops:
+        try:
+            check(op_id, method, template)
+        except AssertionError as exc:
+            failures.append(f"{op_id} ({method} {template}): {exc}")
+    assert not failures, f"{len(failures)} of {len(ops)} operations:\n" + "\n".join(failures)
+
+
 def test_every_operation_is_classified():
     ids = {op_id for op_id, _, _ in OPERATIONS}
     writes = {op_id for op_id, method, _ in OPERATIONS if method != "GET"}
@@ -197,15 +210,17 @@ def test_every_operation_is_classified():
     assert len(OPERATIONS) >= 43
 
 
-@pytest.mark.parametrize(("op_id", "method", "template"), OPERATIONS)
-def test_no_credentials_is_401_and_changes_nothing(op_id, method, template, furnished, alpha_key):
-    for client in (ApiClient(), ApiClient("loom_not-a-token"), ApiClient("")):
-        before = state()
-        response = call(client, op_id, method, concrete(template, furnished), furnished)
-        assert response.status_code == 401, (op_id, response.content)
-        assert response.json()["detail"].startswith("Authentication required")
-        assert response["WWW-Authenticate"] == "Bearer"
-        assert state() == before
+def test_no_credentials_is_401_and_changes_nothing(furnished, alpha_key):
+    def check(op_id, method, template):
+        for client in (ApiClient(), ApiClient("loom_not-a-token"), ApiClient("")):
+            before = state()
+            response = call(client, op_id, method, concrete(template, furnished), furnished)
+            assert response.status_code == 401, response.content
+            assert response.json()["detail"].startswith("Authentication required")
+            assert response["WWW-Authenticate"] == "Bearer"
+            assert state() == before
+
+    each_operation(OPERATIONS, check)
 
 
 def test_a_revoked_token_is_401_from_its_next_request(api, alpha_key):
@@ -214,13 +229,15 @@ def test_a_revoked_token_is_401_from_its_next_request(api, alpha_key):
     assert api.get("/teams/alpha").status_code == 401
 
 
-@pytest.mark.parametrize(("op_id", "method", "template"), TEAM_SCOPED)
-def test_another_teams_token_finds_nothing(op_id, method, template, furnished, beta_api):
-    before = state()
-    response = call(beta_api, op_id, method, concrete(template, furnished), furnished)
-    assert response.status_code == 404, (op_id, response.content)
-    assert response.json() == {"detail": "No team with slug 'alpha'."}
-    assert state() == before
+def test_another_teams_token_finds_nothing(furnished, beta_api):
+    def check(op_id, method, template):
+        before = state()
+        response = call(beta_api, op_id, method, concrete(template, furnished), furnished)
+        assert response.status_code == 404, response.content
+        assert response.json() == {"detail": "No team with slug 'alpha'."}
+        assert state() == before
+
+    each_operation(TEAM_SCOPED, check)
 
 
 def test_a_team_token_lists_its_own_team_only(api, beta_api, furnished):
@@ -231,33 +248,34 @@ def test_a_team_token_lists_its_own_team_only(api, beta_api, furnished):
     assert beta_api.get("/teams/nope").json() == {"detail": "No team with slug 'nope'."}
 
 
-@pytest.mark.parametrize(
-    ("op_id", "method", "template"), [op for op in OPERATIONS if op[0] in AS_AGENT]
-)
-def test_an_agents_token_cannot_act_as_another_agent(op_id, method, template, furnished, coder_api):
-    before = state()
-    response = call(coder_api, op_id, method, concrete(template, furnished), furnished)
-    assert response.status_code == 403, (op_id, response.content)
-    assert response.json() == {
-        "detail": "This token acts only as agent 'coder', not as 'reviewer'."
-    }
-    assert state() == before
+def test_an_agents_token_cannot_act_as_another_agent(furnished, coder_api):
+    def check(op_id, method, template):
+        before = state()
+        response = call(coder_api, op_id, method, concrete(template, furnished), furnished)
+        assert response.status_code == 403, response.content
+        assert response.json() == {
+            "detail": "This token acts only as agent 'coder', not as 'reviewer'."
+        }
+        assert state() == before
+
+    each_operation([op for op in OPERATIONS if op[0] in AS_AGENT], check)
 
 
-@pytest.mark.parametrize(
-    ("op_id", "method", "template"), [op for op in OPERATIONS if op[0] in PM_ONLY]
-)
-def test_an_agents_token_cannot_act_as_the_pm(op_id, method, template, furnished, coder_api):
-    before = state()
-    response = call(coder_api, op_id, method, concrete(template, furnished, "coder"), furnished)
-    assert response.status_code == 403, (op_id, response.content)
-    expected = (
-        "A team token reaches its own team only"
-        if op_id in ("teams_create", "evals_create")
-        else "This token acts only as agent 'coder'"
-    )
-    assert expected in response.json()["detail"]
-    assert state() == before
+def test_an_agents_token_cannot_act_as_the_pm(furnished, coder_api):
+    def check(op_id, method, template):
+        before = state()
+        path = concrete(template, furnished, "coder")
+        response = call(coder_api, op_id, method, path, furnished)
+        assert response.status_code == 403, response.content
+        expected = (
+            "A team token reaches its own team only"
+            if op_id in ("teams_create", "evals_create")
+            else "This token acts only as agent 'coder'"
+        )
+        assert expected in response.json()["detail"]
+        assert state() == before
+
+    each_operation([op for op in OPERATIONS if op[0] in PM_ONLY], check)
 
 
 def test_an_agents_token_reads_the_team_and_acts_as_its_agent(coder_api, furnished):
@@ -368,30 +386,29 @@ def test_a_read_only_token_reads_everything_a_full_one_does(furnished, hook, api
         assert (scoped.status_code, scoped.json()) == (full.status_code, full.json()), op_id
 
 
-@pytest.mark.parametrize(("op_id", "method", "template"), WRITES)
-def test_a_read_only_token_writes_nothing(
-    op_id, method, template, furnished, hook, team, superuser
-):
+def test_a_read_only_token_writes_nothing(furnished, hook, team, superuser):
     """Every write and every tool call is a 403 naming the reason, for a team's
     read-only token and a superuser's alike, before anything else is looked at."""
-    for client in (
+    clients = (
         ApiClient(api_token(team=team, read_only=True)),
         ApiClient(api_token(user=superuser, read_only=True)),
-    ):
-        before = state()
-        path = concrete(template, furnished, webhook_id=hook.id)
-        response = call(client, op_id, method, path, furnished)
-        assert response.status_code == 403, (op_id, response.content)
-        detail = response.json()["detail"]
-        assert detail.startswith("This token is read-only: it may read (GET) but not "), detail
-        assert f"{method} /api/" in detail
-        assert state() == before
+    )
+
+    def check(op_id, method, template):
+        for client in clients:
+            before = state()
+            path = concrete(template, furnished, webhook_id=hook.id)
+            response = call(client, op_id, method, path, furnished)
+            assert response.status_code == 403, response.content
+            detail = response.json()["detail"]
+            assert detail.startswith("This token is read-only: it may read (GET) but not "), detail
+            assert f"{method} /api/" in detail
+            assert state() == before
+
+    each_operation(WRITES, check)
 
 
-@pytest.mark.parametrize(("op_id", "method", "template"), OPERATIONS)
-def test_an_expired_token_is_401_with_the_reason(
-    op_id, method, template, furnished, hook, team, superuser
-):
+def test_an_expired_token_is_401_with_the_reason(furnished, hook, team, superuser):
     keys = [
         api_token(team=team, expires_in="1h"),
         api_token(user=superuser, expires_in="90d"),
@@ -399,14 +416,19 @@ def test_an_expired_token_is_401_with_the_reason(
     ]
     for key in keys:
         expire(key)
-        before = state()
-        path = concrete(template, furnished, webhook_id=hook.id)
-        response = call(ApiClient(key), op_id, method, path, furnished)
-        assert response.status_code == 401, (op_id, response.content)
-        detail = response.json()["detail"]
-        assert detail.startswith("This token expired at ") and "make a new one" in detail
-        assert response["WWW-Authenticate"] == "Bearer"
-        assert state() == before
+
+    def check(op_id, method, template):
+        for key in keys:
+            before = state()
+            path = concrete(template, furnished, webhook_id=hook.id)
+            response = call(ApiClient(key), op_id, method, path, furnished)
+            assert response.status_code == 401, response.content
+            detail = response.json()["detail"]
+            assert detail.startswith("This token expired at ") and "make a new one" in detail
+            assert response["WWW-Authenticate"] == "Bearer"
+            assert state() == before
+
+    each_operation(OPERATIONS, check)
 
 
 def test_a_token_works_until_it_expires(api, team):
@@ -422,10 +444,7 @@ def test_a_token_works_until_it_expires(api, team):
     assert not Message.objects.filter(content="Late.").exists()
 
 
-@pytest.mark.parametrize(("op_id", "method", "template"), OPERATIONS)
-def test_a_bearer_token_is_judged_alone_never_by_the_session(
-    op_id, method, template, furnished, pm, team
-):
+def test_a_bearer_token_is_judged_alone_never_by_the_session(furnished, pm, team):
     """Bug: an unknown or revoked token fell through to the staff-session auth, whose
     CSRF check answered 403 "CSRF check Failed" to an unsafe method (and a staff
     session behind it was used instead). Now it is a 401 on every method."""
@@ -433,17 +452,21 @@ def test_a_bearer_token_is_judged_alone_never_by_the_session(
     ApiToken.objects.filter(key_hash=ApiToken.hash_key(revoked)).update(revoked_at=now())
     browser = client_for(pm)  # a logged-in staff session, CSRF enforced as for a browser
     browser.handler.enforce_csrf_checks = True
-    for key, client in (
+    callers = (
         ("loom_not-a-token", Client(enforce_csrf_checks=True)),
         (revoked, Client(enforce_csrf_checks=True)),
         ("loom_not-a-token", browser),
         (revoked, browser),
-    ):
-        before = state()
-        response = call(
-            ApiClient(key, client=client), op_id, method, concrete(template, furnished), furnished
-        )
-        assert response.status_code == 401, (op_id, key, response.content)
-        assert "unknown or revoked" in response.json()["detail"]
-        assert response["WWW-Authenticate"] == "Bearer"
-        assert state() == before
+    )
+
+    def check(op_id, method, template):
+        for key, client in callers:
+            before = state()
+            caller = ApiClient(key, client=client)
+            response = call(caller, op_id, method, concrete(template, furnished), furnished)
+            assert response.status_code == 401, (key, response.content)
+            assert "unknown or revoked" in response.json()["detail"]
+            assert response["WWW-Authenticate"] == "Bearer"
+            assert state() == before
+
+    each_operation(OPERATIONS, check)
