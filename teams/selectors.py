@@ -13,6 +13,7 @@ from teams.lib.catalog import MILLION, price_for
 from teams.models import (
     AGENT_NAME_PATTERN,
     Agent,
+    ConsultantProfile,
     Consultation,
     KeeperEntry,
     Message,
@@ -273,6 +274,8 @@ def models_without_price(*, teams=None) -> list[str]:
     used: set[str] = set()
     for model in (Turn, Consultation, ModelCall):
         rows = model.objects.exclude(model="")
+        if model is Consultation:  # an A2A agent's answers have no token price
+            rows = rows.exclude(profile__provider=ConsultantProfile.Provider.A2A)
         if teams is not None:
             rows = rows.filter(team__in=teams)
         used.update(rows.values_list("model", flat=True).distinct())

@@ -7,7 +7,8 @@ compactly for the asking agent and stored whole.
 Every consultant call passes the same pre-call check as a turn's model call
 (teams.run.budgets.call_refusal): a consultant whose model has no price, or whose call
 would cross the team's or the agent's cost budget, is not asked (the team then
-pauses with a budget request, as the loop does). ask_multi's result holds every
+pauses with a budget request, as the loop does); an A2A agent's call has no token
+price and is not checked. ask_multi's result holds every
 consultant's answer, each within its share of the tool's result budget."""
 
 from __future__ import annotations
@@ -193,6 +194,9 @@ def _refusals(ctx: ToolContext, profiles, frames) -> list[budgets.Refusal | None
     pauses with one budget request when any was refused for its budget."""
     refusals, reserved = [], Decimal(0)
     for profile, frame in zip(profiles, frames, strict=True):
+        if c.is_a2a(profile):  # no model, no token price: nothing to estimate or refuse
+            refusals.append(None)
+            continue
         estimate, refusal = budgets.call_refusal(
             team=ctx.team,
             agent=ctx.agent,

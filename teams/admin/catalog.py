@@ -29,6 +29,7 @@ class ConsultantProfileAdmin(SuperuserOnlyAdmin):
         "provider",
         "model",
         "base_url",
+        "a2a_url",
         "key_env",
         "key_status",
         "strengths",

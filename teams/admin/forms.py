@@ -284,7 +284,8 @@ class WebhookForm(forms.ModelForm):
 
 
 class ConsultantProfileForm(forms.ModelForm):
-    """A consultant's base URL leads to no private address (teams.lib.outbound)."""
+    """A consultant's base URL and agent card URL lead to no private address
+    (teams.lib.outbound); an A2A consultant has a card URL and no base URL."""
 
     class Meta:
         model = ConsultantProfile
@@ -293,6 +294,7 @@ class ConsultantProfileForm(forms.ModelForm):
             "provider",
             "model",
             "base_url",
+            "a2a_url",
             "key_env",
             "strengths",
             "extra_prompt",
@@ -307,6 +309,21 @@ class ConsultantProfileForm(forms.ModelForm):
             except LoomError as exc:
                 raise forms.ValidationError(exc.message) from None
         return url
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        profile = ConsultantProfile(
+            provider=cleaned.get("provider") or "",
+            a2a_url=cleaned.get("a2a_url") or "",
+            base_url=cleaned.get("base_url") or "",
+        )
+        try:
+            consultations.a2a_check(profile, ["provider", "a2a_url", "base_url"])
+        except LoomError as exc:
+            self.add_error(exc.field, exc.message)
+        return cleaned
 
 
 class McpServerForm(forms.ModelForm):

@@ -1,7 +1,8 @@
 """Calling a consultant: one structured request to the profile's provider, forced
 into the PeerOutput schema (less the responder and timestamp, which Loom sets): a
 forced tool call on Anthropic, a strict JSON schema on OpenAI-compatible servers, a
-canned answer offline.
+canned answer offline; an A2A agent is sent the request as a message
+(teams.engine.a2a_consult).
 
 Only the network happens here, so ask_multi can run several at once in threads; the
 caller checks each call against the budgets first (teams.run.budgets.call_refusal) and
@@ -34,6 +35,7 @@ from teams.models import ConsultantProfile
 from teams.observability import telemetry
 
 TIMEOUT_SECONDS = 120
+A2A_TIMEOUT_SECONDS = TIMEOUT_SECONDS  # an A2A agent's whole exchange, polls included
 MAX_ANSWER_BYTES = 2 * 1024 * 1024  # a consultant's answer read at most (a reply is far less)
 TOOL_NAME = "peer_output"
 
@@ -55,6 +57,8 @@ def consult(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
     problem = key_problem(profile)
     if problem:
         raise ModelError(f"Consultant {profile.name} cannot be asked: {problem}")
+    if profile.provider == ConsultantProfile.Provider.A2A:
+        return _a2a(profile, frame)
     asked = _through_endpoint(profile)  # an ENDPOINT/MODEL id: that endpoint's settings
     guarded = _guards(asked)
     if guarded:
@@ -82,6 +86,46 @@ def consult(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
         recorder.output(reply.data)
     reply.seconds = time.monotonic() - started
     return reply
+
+
+def _a2a(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
+    """Ask an A2A agent (teams.engine.a2a_consult): its answer as a PeerOutput with
+    no confidence of its own and no token usage (an A2A call has no token price: the
+    consultation costs $0)."""
+    try:  # checked again when connecting: the name may change its answer meanwhile
+        outbound.check_url(profile.a2a_url)
+    except outbound.Refused as exc:
+        raise ModelError(
+            f"Consultant {profile.name} is not asked: its agent card URL is refused: "
+            f"{exc.reason}."
+        ) from None
+    from teams.engine import a2a_consult  # the a2a-sdk only once an A2A agent is asked
+
+    started = time.monotonic()
+    answer = a2a_consult.ask(
+        name=profile.name,
+        url=profile.a2a_url,
+        token=profile_key(profile),
+        text=frame.prompt,
+        seconds=A2A_TIMEOUT_SECONDS,
+    )
+    if answer.asks:
+        notes = (
+            f"The A2A agent asks this back (its task {answer.task_id} waits for input). "
+            "ask_peer does not answer it: ask again with the answer in your prompt."
+        )
+    else:
+        task = f"task {answer.task_id} completed" if answer.task_id else "a direct message"
+        notes = f"Answered over A2A ({task})."
+    data = {
+        "answer": answer.text,
+        "confidence": 0.5,  # required by PeerOutput; an A2A agent gives none (not shown)
+        "key_points": [],
+        "suggested_actions": [],
+        "file_references": [],
+        "execution_notes": notes,
+    }
+    return StructuredReply(data, profile.model, Usage(), time.monotonic() - started)
 
 
 def _guards(profile: ConsultantProfile) -> bool:

@@ -372,7 +372,10 @@ def render(
     if consultation.status != Consultation.Status.DONE:
         return _within(f"{head}\nError: {consultation.error}", limit, more)
     out = consultation.output
-    lines = [head, f"Confidence: {out['confidence']:.2f}", "", out["answer"].strip()]
+    lines = [head]
+    if not is_a2a(consultation.profile):  # an A2A agent gives no confidence
+        lines.append(f"Confidence: {out['confidence']:.2f}")
+    lines += ["", out["answer"].strip()]
     if out["key_points"]:
         lines += ["", "Key points:", *[f"- {p}" for p in out["key_points"]]]
     if out["suggested_actions"]:
@@ -438,6 +441,9 @@ def render_whole(consultation: Consultation) -> str:
     if consultation.output:
         out = consultation.output
         lines.append(f"Answered by {out['responder']} at {out['timestamp']}.")
+    if is_a2a(consultation.profile):
+        lines.append("An A2A agent's answer: no token price, recorded as $0.")
+        return "\n".join(lines)
     lines.append(
         f"Tokens: {consultation.input_tokens:,} in, {consultation.output_tokens:,} out; "
         f"cost ${consultation.cost_usd:.4f}."
@@ -489,11 +495,19 @@ def profiles_enabled_stamp(*, team_id) -> RowsJson:
     )
 
 
+NO_ENDPOINT = (ConsultantProfile.Provider.OFFLINE, ConsultantProfile.Provider.A2A)
+
+
+def is_a2a(profile: ConsultantProfile | None) -> bool:
+    """Is this consultant an A2A agent (asked at its card's URL, no model priced)?"""
+    return profile is not None and profile.provider == ConsultantProfile.Provider.A2A
+
+
 def endpoint_of(profile: ConsultantProfile) -> endpoints.Endpoint | None:
     """The model endpoint a profile is called through: its model is an `ENDPOINT/MODEL`
     id (teams.lib.endpoints) and it names no base URL of its own; None otherwise (its
     provider, base URL and key variable say how)."""
-    if profile.provider == ConsultantProfile.Provider.OFFLINE or profile.base_url:
+    if profile.provider in NO_ENDPOINT or profile.base_url:
         return None
     if "/" not in profile.model:
         return None
@@ -504,6 +518,12 @@ def key_problem(profile: ConsultantProfile) -> str:
     """Why this profile cannot be called now (its key variable is unset), or ""."""
     if profile.provider == ConsultantProfile.Provider.OFFLINE:
         return ""
+    if profile.provider == ConsultantProfile.Provider.A2A:
+        if not profile.a2a_url:
+            return "no agent card URL is set"
+        if profile.key_env and not os.environ.get(profile.key_env):
+            return f"the key variable {profile.key_env} is not set"
+        return ""  # an agent that asks for no token needs no key variable
     endpoint = endpoint_of(profile)
     if endpoint is not None:
         return endpoint.problem()
@@ -532,6 +552,7 @@ PROFILE_SETTINGS = (
     "provider",
     "model",
     "base_url",
+    "a2a_url",
     "key_env",
     "strengths",
     "extra_prompt",
@@ -548,6 +569,34 @@ def base_url_check(url: str) -> None:
         raise InvalidInput(f"This base URL is not used: {exc.reason}.", field="base_url") from None
 
 
+def a2a_check(profile: ConsultantProfile, fields: list[str]) -> None:
+    """An A2A consultant has its agent card's URL, one the outbound guard allows (the
+    requests carry its bearer token there), and no base URL; no other has a card URL."""
+    if not {"provider", "a2a_url", "base_url"} & set(fields):
+        return
+    if not is_a2a(profile):
+        if profile.a2a_url:
+            raise InvalidInput(
+                "Only an A2A consultant (provider a2a) has an agent card URL.", field="a2a_url"
+            )
+        return
+    if not profile.a2a_url:
+        raise InvalidInput(
+            "An A2A consultant needs its agent card's URL (a2a_url).", field="a2a_url"
+        )
+    if profile.base_url:
+        raise InvalidInput(
+            "An A2A consultant is asked at its agent card's URL: leave base_url empty.",
+            field="base_url",
+        )
+    try:
+        outbound.check_url(profile.a2a_url)
+    except outbound.Refused as exc:
+        raise InvalidInput(
+            f"This agent card URL is not used: {exc.reason}.", field="a2a_url"
+        ) from None
+
+
 @transaction.atomic
 def consultant_profile_save(*, profile: ConsultantProfile, fields: list[str]) -> ConsultantProfile:
     """Create a profile (no pk yet) or save the fields a person changed."""
@@ -559,6 +608,7 @@ def consultant_profile_save(*, profile: ConsultantProfile, fields: list[str]) ->
             text_check(getattr(profile, name), field=name)
     if "base_url" in fields and profile.base_url:
         base_url_check(profile.base_url)  # first: its reason says more than "not a URL"
+    a2a_check(profile, fields)
     validated(profile, exclude=[f for f in PROFILE_SETTINGS if f not in fields] or None)
     duplicate = Conflict(f"A consultant named {profile.name!r} already exists.", field="name")
     taken = ConsultantProfile.objects.filter(name=profile.name).exclude(pk=profile.pk)

@@ -24,6 +24,7 @@ class ProviderKind(models.TextChoices):
     ANTHROPIC = "anthropic", "Anthropic (Claude)"
     OPENAI = "openai", "OpenAI-compatible (GPT, Gemini, vLLM, Ollama, ...)"
     OFFLINE = "offline", "Offline (loom-offline, no key)"
+    A2A = "a2a", "A2A agent (asked at its agent card's URL)"
 
 
 ENV_NAME_PATTERN = r"^[A-Z_][A-Z0-9_]{0,99}$"
@@ -169,8 +170,9 @@ def endpoint_rows():
 
 
 class ConsultantProfile(models.Model):
-    """Another model an agent may consult for a second opinion. The key is never
-    stored: `key_env` names the environment variable that holds it."""
+    """Another model an agent may consult for a second opinion, or an A2A agent (its
+    agent card's URL in `a2a_url`). The key is never stored: `key_env` names the
+    environment variable that holds it (an A2A agent's bearer token)."""
 
     Provider = ProviderKind
 
@@ -179,6 +181,12 @@ class ConsultantProfile(models.Model):
     model = models.CharField(max_length=100)
     base_url = models.URLField(
         max_length=300, blank=True, help_text="Empty: the provider's default endpoint."
+    )
+    a2a_url = models.URLField(
+        "A2A agent card URL",
+        max_length=300,
+        blank=True,
+        help_text="An A2A agent's card (…/.well-known/agent-card.json) or its base URL.",
     )
     key_env = models.CharField(
         "key variable",
@@ -190,7 +198,8 @@ class ConsultantProfile(models.Model):
             ),
             validate_key_env,
         ],
-        help_text="The name of the environment variable holding the key (never the key).",
+        help_text="The name of the environment variable holding the key or an A2A agent's "
+        "bearer token (never the key).",
     )
     strengths = models.TextField(
         blank=True, validators=[human_text], help_text="What this consultant is good at."

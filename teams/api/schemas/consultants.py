@@ -23,10 +23,17 @@ class ConsultantIn(In):
     provider: ProviderKind = ProviderKind.OFFLINE
     model: str = Field(min_length=1, max_length=100)
     base_url: str = Field("", max_length=300, description="Empty: the provider's default.")
+    a2a_url: str = Field(
+        "",
+        max_length=300,
+        description="Provider a2a: the agent card's URL (or the agent's base URL); "
+        "the outbound guard must allow it. Empty for any other provider.",
+    )
     key_env: str = Field(
         "",
         pattern=r"^([A-Z_][A-Z0-9_]{0,99})?$",
-        description="The NAME of the environment variable holding the key (never the key).",
+        description="The NAME of the environment variable holding the key, or an A2A "
+        "agent's bearer token (never the key).",
     )
     strengths: str = Field("", max_length=HUMAN_TEXT_LIMIT)
     extra_prompt: str = Field("", max_length=HUMAN_TEXT_LIMIT)
@@ -39,6 +46,7 @@ class ConsultantPatch(In):
     provider: ProviderKind = None
     model: str = Field(None, min_length=1, max_length=100)
     base_url: str = Field(None, max_length=300)
+    a2a_url: str = Field(None, max_length=300)
     key_env: str = Field(None, pattern=r"^([A-Z_][A-Z0-9_]{0,99})?$")
     strengths: str = Field(None, max_length=HUMAN_TEXT_LIMIT)
     extra_prompt: str = Field(None, max_length=HUMAN_TEXT_LIMIT)
@@ -50,8 +58,8 @@ SUPERUSER_ONLY = "Superusers only (null for anyone else)."
 
 class ConsultantOut(BaseModel):
     """Anyone sees a consultant's name, strengths and whether it can be asked now;
-    how it is reached (provider, model, endpoint, key variable, extra prompt) is a
-    superuser's, as in the admin."""
+    how it is reached (provider, model, endpoint, agent card URL, key variable, extra
+    prompt) is a superuser's, as in the admin."""
 
     name: str
     strengths: str
@@ -59,6 +67,9 @@ class ConsultantOut(BaseModel):
     provider: str | None = Field(description=SUPERUSER_ONLY)
     model: str | None = Field(description=SUPERUSER_ONLY)
     base_url: str | None = Field(description=SUPERUSER_ONLY)
+    a2a_url: str | None = Field(
+        None, description="An A2A consultant's agent card URL. " + SUPERUSER_ONLY
+    )
     key_env: str | None = Field(description=SUPERUSER_ONLY)
     key_status: str | None = Field(
         description='"ready", or why it cannot be asked now. ' + SUPERUSER_ONLY
@@ -89,6 +100,7 @@ class ConsultantOut(BaseModel):
             provider=profile.provider,
             model=profile.model,
             base_url=profile.base_url,
+            a2a_url=profile.a2a_url,
             key_env=profile.key_env,
             key_status=problem or "ready",
             extra_prompt=profile.extra_prompt,
