@@ -1,11 +1,12 @@
 """Fake A2A agents for the tests, written with the official a2a-sdk's server (its
 request handler, task store and JSON-RPC routes), on one loopback port, served by
-uvicorn in a thread. Three agents, each with its card at
+uvicorn in a thread. Four agents, each with its card at
 `/{agent}/.well-known/agent-card.json` and its endpoint at `/{agent}/`:
 
 - `answer`: completes the task with ANSWER as a text artifact;
 - `ask`: stops the task as input-required, asking QUESTION;
-- `stall`: works on the task and never finishes (until it is canceled).
+- `stall`: works on the task and never finishes (until it is canceled);
+- `fail`: fails the task, saying FAILURE.
 
 `seen` keeps each request's path and Authorization header; `asked` each message's
 text, by agent; `canceled` the tasks canceled."""
@@ -34,7 +35,8 @@ from tests.fakes.mcp_servers import free_port
 
 ANSWER = "Use a trie for the word index: lookups stay linear in the word's length."
 QUESTION = "Which language should the word counter be written in?"
-AGENTS = ("answer", "ask", "stall")
+FAILURE = "The word index is corrupt."
+AGENTS = ("answer", "ask", "stall", "fail")
 
 
 class FakeExecutor(AgentExecutor):
@@ -58,6 +60,8 @@ class FakeExecutor(AgentExecutor):
         elif self.kind == "ask":
             question = new_text_message(QUESTION, context_id=task.context_id, task_id=task.id)
             await updater.requires_input(question)
+        elif self.kind == "fail":
+            await updater.failed(new_text_message(FAILURE, task_id=task.id))
         else:
             await asyncio.sleep(3600)
 
@@ -82,7 +86,7 @@ def card(kind: str, url: str) -> AgentCard:
 
 
 class FakeA2AAgents:
-    """The three agents on http://127.0.0.1:<port>/{agent}/; `url(agent)` is its base
+    """The agents on http://127.0.0.1:<port>/{agent}/; `url(agent)` is its base
     URL, `card_url(agent)` its card's."""
 
     def __init__(self):
