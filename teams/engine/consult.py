@@ -112,7 +112,7 @@ def _a2a(profile: ConsultantProfile, frame: PeerFrame) -> StructuredReply:
     if answer.asks:
         notes = (
             f"The A2A agent asks this back (its task {answer.task_id} waits for input). "
-            "ask_peer does not answer it: ask again with the answer in your prompt."
+            "A consultation does not answer it: ask again with the answer in your prompt."
         )
     else:
         task = f"task {answer.task_id} completed" if answer.task_id else "a direct message"

@@ -7,6 +7,8 @@ from tests.helpers import ApiClient, api_token, state
 
 pytestmark = pytest.mark.django_db
 
+TOKEN = "a2a-secret-7f3c9d"
+
 
 def test_a_superuser_adds_and_changes_consultants(root_api, monkeypatch):
     monkeypatch.delenv("TEST_GPT_API_KEY", raising=False)
@@ -88,3 +90,34 @@ def test_only_superusers_see_how_consultants_are_reached(api, root_api, pm, monk
     assert full["base_url"] == "https://internal.example.test/v1"
     assert (full["key_env"], full["extra_prompt"]) == ("TEST_GPT_API_KEY", "Internal instructions.")
     assert full["key_status"] == "the key variable TEST_GPT_API_KEY is not set"
+
+
+def test_an_a2a_consultant_is_added_and_what_the_guard_refuses_is_a_clear_422(
+    root_api, settings, monkeypatch
+):
+    settings.LOOM_OUTBOUND_ALLOW_PRIVATE = False
+    monkeypatch.setenv("SCOUT_A2A_TOKEN", TOKEN)
+    body = {"name": "scout", "provider": "a2a", "model": "a2a", "key_env": "SCOUT_A2A_TOKEN"}
+    inside = root_api.post("/consultants", {**body, "a2a_url": "http://127.0.0.1:9/a/"})
+    assert inside.status_code == 422
+    (detail,) = inside.json()["detail"]
+    assert detail["loc"] == ["body", "a2a_url"] and "loopback" in detail["msg"]
+    missing = root_api.post("/consultants", body).json()["detail"][0]
+    assert missing["loc"] == ["body", "a2a_url"] and "needs its agent card's URL" in missing["msg"]
+    secret = root_api.post(
+        "/consultants", {**body, "a2a_url": "https://a.example.test/", "key_env": TOKEN}
+    )
+    assert secret.status_code == 422 and TOKEN not in str(ConsultantProfile.objects.all())
+    created = root_api.post("/consultants", {**body, "a2a_url": "https://a.example.test/a2a/x/"})
+    assert created.status_code == 201, created.json()
+    out = created.json()
+    assert (out["provider"], out["a2a_url"], out["key_status"]) == (
+        "a2a",
+        "https://a.example.test/a2a/x/",
+        "ready",
+    )
+    other = root_api.patch("/consultants/scout", {"provider": "openai"}).json()["detail"][0]
+    assert other["loc"] == ["body", "a2a_url"] and "Only an A2A consultant" in other["msg"]
+    moved = root_api.patch("/consultants/scout", {"a2a_url": "http://10.0.0.5/a2a/x/"})
+    assert moved.status_code == 422
+    assert ConsultantProfile.objects.get().a2a_url == "https://a.example.test/a2a/x/"
