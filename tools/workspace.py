@@ -9,12 +9,15 @@ from pydantic import Field, StringConstraints
 
 from teams.conversation.phase_guide import IMPLEMENTATION_LIKE, implementation_like
 from teams.files import changes, workspace
-from teams.models import Agent, Turn, TurnStep
+from teams.models import Agent, FileRevision, Turn, TurnStep
 from tools.base import MAX_RESULT_CHARS, Params, Tool, ToolContext, ToolResult
 from tools.registry import register
 
 # A file_read result's text, so the header and the note that follow fit in a result.
 READ_CHARS = MAX_RESULT_CHARS - 1000
+# How far back an agent's own file_read steps are searched for its last read of a file.
+READS_SEARCHED = 200
+WRITERS_NAMED = 4  # the most writers a "changed since" note names, the rest counted
 PATH_HELP = "relative to the workspace, folders separated by '/'"
 
 
@@ -83,17 +86,19 @@ class FileRead(Tool):
         "Read a text file of the team's workspace. A long file comes in parts: the result "
         "says which lines it shows and the start_line to read on from. Binary files are "
         f"reported with their size, not shown; only the first "
-        f"{workspace.MAX_READ_BYTES // 1024} KB of a file can be read."
+        f"{workspace.MAX_READ_BYTES // 1024} KB of a file can be read. When the file "
+        "changed since you last read it, the result says who changed it and in which turn."
     )
     Params = ReadParams
 
     def run(self, params: ReadParams, ctx: ToolContext) -> str:
         found = workspace.file_read(ctx.team, params.path)
+        changed = changed_since_read(ctx, found.path)
         if found.binary:
-            return f"{found.path} is a binary file ({_size(found.size)}): not shown."
+            return f"{found.path} is a binary file ({_size(found.size)}{changed}): not shown."
         lines = found.text.splitlines(keepends=True)
         if not lines:
-            return f"{found.path} is empty."
+            return f"{found.path} is empty{changed and f' ({changed[2:]})'}."
         first = params.start_line
         if first > len(lines):
             return f"{found.path} has {len(lines):,} lines: start_line {first:,} is past its end."
@@ -105,7 +110,7 @@ class FileRead(Tool):
             used += len(shown[-1])
             last += 1
         total = f"{len(lines):,}" + (" read" if found.truncated else "")
-        head = f"{found.path} ({_size(found.size)}), lines {first:,}-{last:,} of {total}:"
+        head = f"{found.path} ({_size(found.size)}{changed}), lines {first:,}-{last:,} of {total}:"
         notes = []
         if len(lines[last - 1]) > READ_CHARS:
             notes.append(f"[Line {last:,} is cut at {READ_CHARS:,} characters.]")
@@ -120,6 +125,65 @@ class FileRead(Tool):
             )
         body = "".join(shown)
         return "\n".join([head, body.rstrip("\n"), *notes])
+
+
+def changed_since_read(ctx: ToolContext, path: str) -> str:
+    """The note "; changed by coder in turn 12 since you last read it in turn 9" when the
+    file was written after this agent's last read of it (its turns' file_read steps say
+    when), "" when not, or when the agent never read it: a model that remembers an old
+    version should know to trust this one."""
+    read = _last_read(ctx.agent, path)
+    if read is None:
+        return ""
+    revisions = (
+        FileRevision.objects.filter(team=ctx.team, path=path, created_at__gt=read.created_at)
+        .select_related("agent", "turn")
+        .order_by("number")
+    )
+    writers: list[str] = []
+    for revision in revisions:
+        writer = _writer(revision, ctx.agent)
+        if writer not in writers:
+            writers.append(writer)
+    if not writers:
+        return ""
+    named = ", ".join(writers[:WRITERS_NAMED])
+    if len(writers) > WRITERS_NAMED:
+        named += f" and {len(writers) - WRITERS_NAMED} more"
+    if ctx.turn is not None and read.turn_id == ctx.turn.id:
+        when = "earlier in this turn"
+    else:
+        when = f"in turn {read.turn.number}"
+    return f"; changed by {named} since you last read it {when}"
+
+
+def _writer(revision: FileRevision, reader: Agent) -> str:
+    """Who wrote a revision and when, as the reader reads it ("coder in turn 12")."""
+    if revision.agent_id is None:
+        who = "someone outside the team's turns"
+    else:
+        who = "you" if revision.agent_id == reader.id else revision.agent.name
+    if revision.note == changes.COMMAND_NOTE:
+        who += " (a command)"
+    return f"{who} in turn {revision.turn.number}" if revision.turn is not None else who
+
+
+def _last_read(agent: Agent, path: str) -> TurnStep | None:
+    """The agent's newest file_read step that read `path` (its result names the file
+    first, as FileRead.run words it); errors and other files' reads do not count."""
+    steps = (
+        TurnStep.objects.filter(turn__agent=agent, kind=TurnStep.Kind.TOOL, tool_name=FileRead.name)
+        .select_related("turn")
+        .order_by("-id")[:READS_SEARCHED]
+    )
+    for step in steps:
+        block = (step.content or [{}])[0]
+        text = block.get("content")
+        if block.get("is_error") or not isinstance(text, str):
+            continue
+        if any(text.startswith(path + after) for after in (" (", " is ", " has ")):
+            return step
+    return None
 
 
 class WriteParams(Params):
