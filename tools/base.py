@@ -10,7 +10,7 @@ so in its result, as a value (TurnEnd), never through the context.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -123,10 +123,12 @@ class Tool:
     # Who has the tool by default: the roles listed, every one when None; the phases
     # listed, or those `phase_rule` accepts, every one when both are None. A team's
     # `tool_access` replaces these (teams.models.Team.tool_access), so the API can list
-    # them and say why a call is refused.
+    # them and say why a call is refused. A rule is (its phases in words, a test of a
+    # phase name and the team's phases in order): where a tool helps may depend on what
+    # came before (a review after an implementation fixes what it finds).
     roles: ClassVar[frozenset[str] | None] = None
     phases: ClassVar[frozenset[str] | None] = None
-    phase_rule: ClassVar[tuple[str, Callable[[str], bool]] | None] = None  # (words, test)
+    phase_rule: ClassVar[tuple[str, Callable[[str, Sequence[str]], bool]] | None] = None
 
     @classmethod
     def access(cls, team: Team) -> tuple[frozenset[str] | None, Callable[[str], bool], str]:
@@ -144,7 +146,8 @@ class Tool:
             return roles, cls.phases.__contains__, ", ".join(sorted(cls.phases))
         if cls.phase_rule is not None:
             words, test = cls.phase_rule
-            return roles, test, words
+            order = tuple(team.phases) if team is not None else ()
+            return roles, lambda phase: test(phase, order), words
         return roles, lambda phase: True, "every phase"
 
     @classmethod

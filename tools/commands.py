@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from teams.conversation.phase_guide import IMPLEMENTATION_WORDS, implementation_like
+from teams.conversation.phase_guide import WORK_PHASES, work_phase
 from teams.files import changes, sandbox, workspace
 from teams.models import Agent, Team
 from tools.base import MAX_RESULT_CHARS, Params, Tool, ToolContext, ToolResult
@@ -21,17 +21,6 @@ MAX_COMMAND_CHARS = 10_000
 DEFAULT_TIMEOUT = 60
 # Room in a result for the status line and the file changes beside the output.
 OUTPUT_CHARS = MAX_RESULT_CHARS - 1500
-REVIEW_WORDS = ("review", "test", "verify", "qa")
-PHASES = (
-    "implementation-like and review-like phases (their names contain "
-    + ", ".join(IMPLEMENTATION_WORDS + REVIEW_WORDS)
-    + ")"
-)
-
-
-def runs_in(phase: str) -> bool:
-    name = phase.lower()
-    return implementation_like(phase) or any(word in name for word in REVIEW_WORDS)
 
 
 class RunParams(Params):
@@ -63,7 +52,7 @@ class RunCommand(Tool):
     )
     Params = RunParams
     roles = frozenset({Agent.Role.CODER.value, Agent.Role.REVIEWER.value, Agent.Role.TESTER.value})
-    phase_rule = (PHASES, runs_in)
+    phase_rule = (WORK_PHASES, work_phase)
     runs_long = True
 
     @classmethod

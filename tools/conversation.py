@@ -1,8 +1,12 @@
 """Conversation tools (seed 003): pass_turn, ask_pm, signal_phase_complete."""
 
-from pydantic import Field
+import re
+from typing import Annotated
+
+from pydantic import Field, StringConstraints
 
 from teams.conversation import pm_requests
+from teams.errors import InvalidInput
 from teams.models import HUMAN_TEXT_LIMIT, Agent, TeamStatus, Turn
 from teams.run import team_actions
 from tools.base import Params, Tool, ToolContext, ToolResult, TurnEnd
@@ -84,6 +88,35 @@ class PhaseCompleteParams(Params):
         max_length=HUMAN_TEXT_LIMIT,
         description="What the team agreed in this phase; later phases see only this summary",
     )
+    replaces: list[Annotated[str, StringConstraints(max_length=60)]] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Earlier phases whose summaries this one replaces because it restates "
+        "or corrects them whole: later requests show each of them as one line pointing "
+        "here. Omit it when this summary only adds to them.",
+    )
+
+
+# How a summary marks the earlier ones it replaces: the words open the summary as
+# stored (teams.run.team_actions.phase_complete keeps the coach's text as given), so the
+# record, the plan and every later request say it; replaced_phases reads them back.
+REPLACES_OPENING = "(Replaces the summary of "
+REPLACES = re.compile(
+    r"\[Phase (?P<phase>[^\]]+) complete\] " + re.escape(REPLACES_OPENING) + r"(?P<of>[^)]*)\.\)"
+)
+
+
+def replaces_marker(phases: list[str]) -> str:
+    return f"{REPLACES_OPENING}{', '.join(phases)}.) "
+
+
+def replaced_phases(record: str) -> tuple[str, list[str]]:
+    """(the phase a summary record closed, the earlier phases whose summaries it
+    replaces), from its first line; ("", []) for a summary that replaces none."""
+    found = REPLACES.match(record)
+    if found is None:
+        return "", []
+    return found["phase"], [p.strip() for p in found["of"].split(", ") if p.strip()]
 
 
 @register
@@ -106,9 +139,25 @@ class SignalPhaseComplete(Tool):
 
     def run(self, params: PhaseCompleteParams, ctx: ToolContext) -> ToolResult:
         finished = ctx.team.phase
-        team = team_actions.phase_complete(team=ctx.team, agent=ctx.agent, summary=params.summary)
+        replaced = _replaced(ctx.team, params.replaces)
+        summary = (replaces_marker(replaced) if replaced else "") + params.summary
+        team = team_actions.phase_complete(team=ctx.team, agent=ctx.agent, summary=summary)
         if team.status == team.Status.DONE:
             text = f"Phase {finished} complete. That was the last phase: the team is done."
         else:
             text = f"Phase {finished} complete. The team moves on to {team.phase}."
         return ToolResult(text, ends_turn=TurnEnd(Turn.Outcome.PHASE_COMPLETE, params.summary))
+
+
+def _replaced(team, named: list[str]) -> list[str]:
+    """The earlier phases named, once each in the team's order; an InvalidInput naming
+    the ones that may be replaced when a name is not an earlier phase (nothing closes)."""
+    earlier = list(team.phases[: team.phase_index])
+    wrong = [name for name in named if name not in earlier]
+    if wrong:
+        allowed = ", ".join(earlier) if earlier else "none: this is the first phase"
+        raise InvalidInput(
+            f"replaces names {', '.join(repr(w) for w in wrong)}, not an earlier phase "
+            f"of this team (those are: {allowed}). The phase is not closed."
+        )
+    return [phase for phase in earlier if phase in named]

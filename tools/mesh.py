@@ -19,6 +19,7 @@ from pydantic import Field
 
 from teams import services
 from teams.conversation import hierarchy
+from teams.conversation.phase_guide import WORK_PHASES, work_phase
 from teams.models import HUMAN_TEXT_LIMIT, Anchor, Team
 from teams.run import drift
 from teams.run.drift import chain_breaks, drift_report, score
@@ -27,6 +28,11 @@ from tools.context import ContextOffload
 from tools.registry import register
 
 NO_SESSION = "No active session. Call declare_intent to start."
+# Where the mesh's reads and its step-level update help by default (docs/tools.md, "The
+# mesh"): the phases where the work itself is built or checked over many tool calls.
+# In talk phases every request already carries the intent and the anchors, and
+# declare_intent sets the tactic and action too. A team's tool_access changes it.
+WORK_RULE = (WORK_PHASES, work_phase)
 FILES_SHOWN = 10
 VALUE_SHOWN = 160  # characters of a level or an anchor value in a digest line
 
@@ -112,6 +118,7 @@ class MapContext(Tool):
         "changes, so you and the team can see where you are."
     )
     Params = MapContextParams
+    phase_rule = WORK_RULE
 
     def run(self, params: MapContextParams, ctx: ToolContext) -> str:
         agent = hierarchy.agent_map_context(
@@ -131,6 +138,7 @@ class MapContext(Tool):
 class ScanHierarchy(Tool):
     name = "scan_hierarchy"
     writes = False
+    phase_rule = WORK_RULE
     description = (
         "See your current session state — hierarchy, metrics, and anchors. "
         "Call this when you want to know what you're working on."
@@ -224,6 +232,7 @@ class SaveAnchor(Tool):
 class ThinkBack(Tool):
     name = "think_back"
     writes = False
+    phase_rule = WORK_RULE
     description = (
         "Pause and refocus. Shows your current trajectory, anchors, "
         "what you've accomplished, and any issues. Use when you feel lost or stuck."
@@ -276,6 +285,7 @@ class ThinkBack(Tool):
 class CheckDrift(Tool):
     name = "check_drift"
     writes = False
+    phase_rule = WORK_RULE
     description = (
         "Check if your current work aligns with your declared trajectory. "
         "Returns a drift report with health indicators. Use before marking work complete."

@@ -1,5 +1,7 @@
-"""Workspace tools: list and read the team's files (every role), write them (coders,
-in the implementation phase). The guards and limits are teams/files/workspace.py's."""
+"""Workspace tools: list and read the team's files (every role), write and edit them
+(coders and reviewers, by default in implementation-like phases and the review-like
+phases after one, where a finding is fixed in place). The guards and limits are
+teams/files/workspace.py's."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from teams.conversation.phase_guide import IMPLEMENTATION_LIKE, implementation_like
+from teams.conversation.phase_guide import WRITE_PHASES, write_phase
 from teams.files import changes, workspace
 from teams.models import Agent, FileRevision, Turn, TurnStep
 from tools.base import MAX_RESULT_CHARS, Params, Tool, ToolContext, ToolResult
@@ -223,7 +225,7 @@ class FileWrite(Tool):
     Params = WriteParams
     ability = "writes files"
     roles = frozenset({Agent.Role.CODER.value, Agent.Role.REVIEWER.value})
-    phase_rule = (IMPLEMENTATION_LIKE, implementation_like)
+    phase_rule = (WRITE_PHASES, write_phase)
 
     def run(self, params: WriteParams, ctx: ToolContext) -> str | ToolResult:
         try:

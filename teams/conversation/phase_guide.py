@@ -6,6 +6,8 @@ and who closes the phase, so members know the phase as well as the coach does.""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from teams.models import Team
 
 GENERIC = "generic"  # the lines of a phase with a name Loom has no defaults for
@@ -50,11 +52,14 @@ DEFAULT_GUIDE: dict[str, dict[str, str]] = {
     },
     "code-review": {
         "produce": "a review of the result against the goal, with its outcome",
-        "coach": "have the result reviewed against the goal; close with the outcome",
+        "coach": "have the result reviewed against the goal; see each finding fixed and "
+        "re-checked, or consciously accepted; close with the outcome",
         "researcher": "check the result against the facts and risks you raised",
-        "coder": "walk the others through what was built and answer what they find",
-        "reviewer": "review the written files against the goal and the plan",
-        "tester": "check the result as you planned to",
+        "coder": "walk the others through what was built; fix each finding in place with "
+        "file_edit and run the tests again, then say what you changed",
+        "reviewer": "review the written files against the goal and the plan; name each "
+        "finding (the file, what is wrong, what would be right), and re-check it once fixed",
+        "tester": "check the result as you planned to; run the tests and report what fails",
         "external": "check the result from your program's side",
     },
     GENERIC: {
@@ -73,11 +78,50 @@ IMPLEMENTATION_WORDS = ("implement", "build", "develop", "coding", "construct")
 IMPLEMENTATION_LIKE = (
     "implementation-like phases (their names contain " + ", ".join(IMPLEMENTATION_WORDS) + ")"
 )
+# Words that make a phase "review-like": where work is checked, commands run by default,
+# and, after an implementation-like phase, what review finds is fixed in place.
+REVIEW_WORDS = ("review", "test", "verify", "qa")
+WORK_PHASES = (
+    "implementation-like and review-like phases (their names contain "
+    + ", ".join(IMPLEMENTATION_WORDS + REVIEW_WORDS)
+    + ")"
+)
+WRITE_PHASES = (
+    IMPLEMENTATION_LIKE
+    + " and the review-like phases after one (their names contain "
+    + ", ".join(REVIEW_WORDS)
+    + ")"
+)
 
 
 def implementation_like(phase: str) -> bool:
     name = phase.lower()
     return any(word in name for word in IMPLEMENTATION_WORDS)
+
+
+def review_like(phase: str) -> bool:
+    name = phase.lower()
+    return any(word in name for word in REVIEW_WORDS)
+
+
+def work_phase(phase: str, phases: Sequence[str] = ()) -> bool:
+    """A phase where agents build or check the work itself, step by step, not only talk
+    (by its name alone: `phases`, the team's order, is what every phase rule is given)."""
+    return implementation_like(phase) or review_like(phase)
+
+
+def fixes_after_review(phase: str, phases: Sequence[str]) -> bool:
+    """A review-like phase after an implementation-like one of `phases` (the team's
+    order): what its review finds is fixed there, by the writers, not left for later."""
+    if implementation_like(phase) or not review_like(phase) or phase not in phases:
+        return False
+    return any(implementation_like(p) for p in phases[: list(phases).index(phase)])
+
+
+def write_phase(phase: str, phases: Sequence[str] = ()) -> bool:
+    """Where files are written by default: implementation-like phases, and the
+    review-like phases after one (a finding is fixed where it is found)."""
+    return implementation_like(phase) or fixes_after_review(phase, phases)
 
 
 def phase_line(team: Team, phase: str, key: str) -> str:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from django.db.models import Q, QuerySet
 
-from teams.conversation import questions
+from teams.conversation import keepers, questions
 from teams.models import Agent, Message, Team, Turn
 from teams.run import steering
 from teams.run.turns import PM_INPUT
 from tools import questions as question_tools
+from tools.conversation import replaced_phases
 
 CONVERSATION_KINDS = [Message.Kind.CHAT, Message.Kind.PM, Message.Kind.SYSTEM, Message.Kind.SEAT]
 
@@ -159,3 +160,32 @@ def with_nudge_records(
         )
         merged.insert(at, record)
     return merged
+
+
+def with_replaced_summaries(
+    rows: list[Message], lines: list[tuple[str, str | None]]
+) -> list[tuple[str, str | None]]:
+    """The lines with each phase summary a later one replaces (its coach named it in
+    signal_phase_complete's `replaces`) shortened to a pointer at the newer one, so two
+    versions of a decision never stand side by side; the lines unchanged when none is."""
+    summaries = [i for i, m in enumerate(rows) if m.kind == Message.Kind.PHASE_SUMMARY]
+    newer: dict[str, str] = {}  # a replaced phase: the phase whose summary replaces it
+    for i in reversed(summaries):
+        phase, replaced = replaced_phases(rows[i].content)
+        for earlier in replaced:
+            newer.setdefault(earlier, phase)
+    if not newer:
+        return lines
+    shortened = list(lines)
+    for i in summaries:
+        phase = rows[i].phase
+        if phase in newer:
+            shortened[i] = ("user", replaced_pointer(phase, newer[phase]))
+    return shortened
+
+
+def replaced_pointer(phase: str, by: str) -> str:
+    return (
+        f"[Loom] [Phase {phase} complete] Its summary is replaced by the summary of {by}, "
+        f'below; the phase\'s conversation is in the keeper "{keepers.phase_topic(phase)}".'
+    )

@@ -163,9 +163,10 @@ def _entries(
     on the later turns of the phase, a short record of it where that turn began."""
     opening = f"Team goal: {team.goal or '(none given)'}\nCurrent phase: {phase}"
     entries: list[tuple[str, str, float | None]] = [("user", opening, None)]
+    lines = history_rows.with_replaced_summaries(history.rows, history.lines)
     entries += [
         (role, text, message_id)
-        for message_id, (role, text) in zip(history.ids, history.lines, strict=True)
+        for message_id, (role, text) in zip(history.ids, lines, strict=True)
         if text
     ]
     rows = history.rows

@@ -12,7 +12,7 @@ from teams.models import Agent, Anchor, Team
 from tools import registry
 from tools.context import ContextRetrieve
 from tools.conversation import AskPm, PassTurn, SignalPhaseComplete
-from tools.mesh import DeclareIntent, MapContext
+from tools.mesh import DeclareIntent
 from tools.workspace import FileEdit, FileWrite
 
 ROLE_PROMPTS = {
@@ -50,10 +50,10 @@ NORMS = "\n".join(
         "this phase (their full results are not kept: call a tool again to see one); "
         "lines marked [Loom] or [system] are notes from Loom, not from a teammate.",
         f"- Your intent: Loom declares a trajectory for you at the start of each phase. "
-        f"Refine it with {DeclareIntent.name} when your aim changes, and set your tactic "
-        f"and next action with {MapContext.name} when you start a new piece of work. The "
-        "PM sees a drift score for every agent (100 is on track; lower means drifting), "
-        "computed from these levels and how recently you updated them.",
+        f"Refine it with {DeclareIntent.name} when your aim changes or you start a new "
+        "piece of work (it sets your tactic and next action too). The PM sees a drift "
+        "score for every agent (100 is on track; lower means drifting), computed from "
+        "these levels and how recently you updated them.",
     ]
 )
 
@@ -98,7 +98,9 @@ CLOSING = (
 SUMMARY_LINE = (
     "Your summary is what later phases read of this one (its conversation is filed in a "
     "keeper they can search): give the decisions, the open items and the files written; "
-    "where it changes an earlier phase's decision, say which and how."
+    "where it changes an earlier phase's decision, say which and how. When it restates "
+    "or corrects an earlier summary whole, name that phase in replaces: later requests "
+    "then show the earlier summary as a pointer to yours."
 )
 LAST_SUMMARY_LINE = (
     "This is the last phase: your summary is the team's outcome for the PM (what was "
@@ -118,14 +120,38 @@ def stable_text(
         phase_text(agent, team, phase),
     ]
     if agent.role == Agent.Role.COACH:
-        parts.append(facilitation(phase, last=bool(team.phases) and phase == team.phases[-1]))
+        last = bool(team.phases) and phase == team.phases[-1]
+        parts.append(facilitation(phase, last=last, findings=findings_line(team, phase)))
     return "\n\n".join(p for p in parts if p)
 
 
-def facilitation(phase: str, last: bool = False) -> str:
+def facilitation(phase: str, last: bool = False, findings: str = "") -> str:
     text = COACH_FACILITATION.get(phase) or GENERIC_FACILITATION.format(phase=phase)
+    if findings:
+        text += f"\n{findings}"
     summary = LAST_SUMMARY_LINE if last else SUMMARY_LINE
     return f"{text}\n{CLOSING} {summary}\n{ASK_PM_LINE}"
+
+
+def findings_line(team: Team, phase: str) -> str:
+    """How a finding is handled in a review-like phase after an implementation-like one
+    (phase_guide.fixes_after_review): fixed in place by who may edit files here (the
+    team's tool access), else carried as an open item; "" in other phases."""
+    if not phase_guide.fixes_after_review(phase, team.phases):
+        return ""
+    roles, phase_allowed, _words = FileEdit.access(team)
+    if not phase_allowed(phase):
+        return (
+            "A finding: no one may edit files in this phase, so have it named (the file, "
+            "what is wrong) and list it in your summary as an open item."
+        )
+    who = "a writer" if roles is None else "the " + " or ".join(sorted(roles))
+    return (
+        "A finding: have the reviewer name it (the file, what is wrong, what would be "
+        f"right); {who} who wrote that part fixes it in place with {FileEdit.name} and "
+        "runs the tests again; the reviewer re-checks the fix. Close the phase when each "
+        "finding is fixed or consciously accepted, and say which in your summary."
+    )
 
 
 def roster(team: Team) -> list[tuple[int, str, str]]:

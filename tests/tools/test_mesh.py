@@ -454,6 +454,8 @@ def test_the_tools_the_drift_advice_names_are_the_mesh_tools():
 
 
 def test_a_saved_anchor_reaches_every_agent_and_check_drift_reaches_the_model(team, messages_api):
+    team.phase_index = team.phases.index("implementation")  # check_drift: a work phase's
+    team.save()
     api = messages_api(
         per_agent(
             {

@@ -187,8 +187,11 @@ def consult(r: Reading) -> Move | None:
 
 
 def workspace(r: Reading) -> Move | None:
-    """The coder writes the outline once; the reviewer reads it on a later turn."""
-    if r.offered(FileWrite) and not r.wrote and r.role == "coder":
+    """The coder writes the outline once (not again where an earlier phase's summary
+    lists the files written: a review after it may write too); the reviewer reads it on
+    a later turn."""
+    first = "Files written: " not in r.transcript
+    if r.offered(FileWrite) and not r.wrote and r.role == "coder" and first:
         content = said.OFFLINE_FILE_TEXT.format(**r.facts)
         return r.call(FileWrite, {"path": said.OFFLINE_FILE, "content": content})
     if r.role == "reviewer" and r.offered(FileRead) and r.wrote:

@@ -166,6 +166,8 @@ def test_drift_of_an_agent(api, team, agents):
     assert [t["number"] for t in coach["turns"]] == [1]
     assert coach["turns"][0]["drift_score"] == Agent.objects.get(name="coach").drift_score
 
+    # map_context is for work phases by default: the PM's tool access opens it to all.
+    api.patch("/teams/alpha", {"tool_access": {"map_context": {"phases": []}}})
     api.post("/teams/alpha/agents/reviewer/tools/map_context", {"level": "tactic", "content": "t"})
     drift = api.get("/teams/alpha/agents/reviewer/drift").json()
     assert drift["score"] == Agent.objects.get(name="reviewer").drift_score == 55

@@ -51,7 +51,8 @@ def test_the_tool_list_says_who_has_each_tool_in_a_team(api, team):
     assert default["file_write"]["roles"] == ["coder", "reviewer"]
     assert default["file_write"]["phase_rule"].startswith("implementation-like phases")
     in_alpha = {t["name"]: t for t in api.get("/tools", team="alpha").json()}
-    assert in_alpha["file_write"]["phases"] == ["implementation"]
+    # Implementation, and the review after it, where a finding is fixed in place.
+    assert in_alpha["file_write"]["phases"] == ["implementation", "code-review"]
     api.patch("/teams/alpha", {"tool_access": {"file_write": {"roles": ["tester"]}}})
     in_alpha = {t["name"]: t for t in api.get("/tools", team="alpha").json()}
     assert in_alpha["file_write"]["roles"] == ["tester"]

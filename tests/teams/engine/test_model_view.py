@@ -17,7 +17,7 @@ from teams.run import team_actions
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, per_agent
 from tools.conversation import AskPm, PassTurn
-from tools.mesh import MapContext
+from tools.mesh import DeclareIntent
 
 
 def texts(request) -> list[str]:
@@ -105,13 +105,13 @@ def test_when_everyone_passed_the_cue_says_so(team, messages_api):
 
 
 def test_an_agent_sees_its_own_tool_calls_later_in_the_phase_only(team, messages_api):
-    tactic = {"level": "tactic", "content": "Tokenizer first, then the grammar."}
+    tactic = {"trajectory": "Parse it.", "tactic": "Tokenizer first, then the grammar."}
     api = messages_api(
         per_agent(
             {
                 "coach": [text("Go."), text("Go on.")],
                 "researcher": [text("Ok."), text("Ok.")],
-                "coder": [tool(MapContext.name, tactic), text("Planned."), text("Next.")],
+                "coder": [tool(DeclareIntent.name, tactic), text("Planned."), text("Next.")],
                 "reviewer": [text("Ok."), text("Ok.")],
             }
         )
@@ -202,7 +202,7 @@ def test_team_prompt_prints_exactly_what_the_model_received(team, messages_api):
                 "coach": [text("Welcome.")],
                 "researcher": [text("Prior art: none.")],
                 "coder": [
-                    tool(MapContext.name, {"level": "action", "content": "lexer"}),
+                    tool(DeclareIntent.name, {"trajectory": "lexer"}),
                     text("Ok."),
                 ],
             }
@@ -220,7 +220,7 @@ def test_team_prompt_prints_exactly_what_the_model_received(team, messages_api):
     call_command("team", "prompt", team.slug, "coder", "--call", "1", "--text", stdout=first)
     shown = first.getvalue()
     assert "model call 1 of 2" in shown and "It is your turn, coder." in shown
-    assert "TOOLS (" in shown and "- map_context:" in shown
+    assert "TOOLS (" in shown and "- declare_intent:" in shown
     with pytest.raises(CommandError, match="made 2 model call.s.: --call takes 1 to 2"):
         call_command("team", "prompt", team.slug, "coder", "--call", "3", stdout=StringIO())
 

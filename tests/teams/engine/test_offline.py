@@ -80,6 +80,8 @@ def test_each_agent_declares_its_intent_on_its_first_turn_and_still_speaks(team)
 
 
 def test_agents_map_their_tactic_now_and_then(team):
+    team.tool_access = {MapContext.name: {"phases": []}}  # by default only in work phases
+    team.save()
     team_actions.team_start(team=team)
     run_until(team, lambda: steps(team, MapContext).exists(), answer="HTML only.")
     mapped = steps(team, MapContext).first()
@@ -116,7 +118,8 @@ def test_the_coach_pins_the_pms_answer_then_checks_drift_before_completing_the_p
 
     done = Turn.objects.get(team=team, outcome="phase_complete")
     names = list(done.steps.filter(kind="tool").values_list("tool_name", flat=True))
-    assert names == [CheckDrift.name, SignalPhaseComplete.name]
+    # No drift check in refinement: check_drift is for the work phases.
+    assert names == [SignalPhaseComplete.name]
     team.refresh_from_db()
     assert team.phase_index == 1
     # The next phase begins with a fresh intent, naming it.

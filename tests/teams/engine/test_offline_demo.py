@@ -13,6 +13,7 @@ from django.test import override_settings
 
 from teams import services
 from teams.conversation import pm_requests
+from teams.conversation.phase_guide import work_phase
 from teams.engine.offline import subject_of
 from teams.management.commands.loom_demo import DEMO_GOAL, DEMO_SLUG
 from teams.models import (
@@ -148,7 +149,13 @@ def test_one_offline_run_of_the_demo_shows_every_mechanism(demo):
     counted = TurnStep.objects.get(turn__team=team, tool_name="demo__word_count")
     assert " words, " in counted.content[0]["content"]
     assert Anchor.objects.filter(team=team, value=PM_ANSWER).exists()
-    assert tool_steps(team, CheckDrift).count() == len(team.phases)
+    # A drift check before closing each work phase (check_drift is offered only there).
+    checked = {step.turn.phase for step in tool_steps(team, CheckDrift).select_related("turn")}
+    assert checked == {p for p in team.phases if work_phase(p)} == {
+        "pre-code-review",
+        "implementation",
+        "code-review",
+    }
     assert Consultation.objects.filter(team=team, status=Consultation.Status.DONE).exists()
     assert WorkspaceFile.objects.filter(team=team, agent__name="coder").exists()
 

@@ -15,7 +15,7 @@ from tools import registry
 from tools.consult import AskMulti, AskPeer, ReadConsultation
 from tools.context import ContextRetrieve
 from tools.conversation import SignalPhaseComplete
-from tools.mesh import MapContext
+from tools.mesh import DeclareIntent
 from tools.workspace import FileWrite
 
 AGENTS = ("coach", "researcher", "coder", "reviewer")
@@ -50,11 +50,7 @@ def test_a_turns_text_is_once_in_the_conversation_and_its_notes_on_the_turn_page
         per_agent(
             {
                 "coach": [
-                    tool(
-                        MapContext.name,
-                        {"level": "tactic", "content": "Order the parser work"},
-                        say=notes,
-                    ),
+                    tool(DeclareIntent.name, {"trajectory": "Order the parser work"}, say=notes),
                     text(said),
                 ],
                 "researcher": [text("Agreed on the order.")],
@@ -81,8 +77,9 @@ def test_each_teammates_abilities_are_named_and_no_write_tool_in_refinement(team
         "reading the workspace:\n"
         "- you (@coach, coach): asks the PM, closes the phase\n"
         "- @researcher (researcher): discusses only\n"
-        "- @coder (coder): discusses only (later: writes files in implementation)\n"
-        "- @reviewer (reviewer): discusses only (later: writes files in implementation)"
+        "- @coder (coder): discusses only (later: writes files in implementation, code-review)\n"
+        "- @reviewer (reviewer): discusses only (later: writes files in implementation, "
+        "code-review)"
     ) in coach.system_text
     assert "- you (@coder, coder): discusses only (later: writes files in" in coder.system_text
     writers = {t.name for t in registry.all_tools() if t.ability in WRITES_OR_RUNS}
