@@ -55,8 +55,8 @@ DEFAULT_GUIDE: dict[str, dict[str, str]] = {
         "coach": "have the result reviewed against the goal; see each finding fixed and "
         "re-checked, or consciously accepted; close with the outcome",
         "researcher": "check the result against the facts and risks you raised",
-        "coder": "walk the others through what was built; fix each finding in place with "
-        "file_edit and run the tests again, then say what you changed",
+        "coder": "walk the others through what was built; fix each finding in place (an "
+        "edit, not a rewrite) and run the tests again, then say what you changed",
         "reviewer": "review the written files against the goal and the plan; name each "
         "finding (the file, what is wrong, what would be right), and re-check it once fixed",
         "tester": "check the result as you planned to; run the tests and report what fails",
