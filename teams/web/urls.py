@@ -10,6 +10,11 @@ urlpatterns = [
     path("teams/<slug:slug>/steer/", views.team_steer, name="team-steer"),
     path("teams/<slug:slug>/run-again/", views.team_run_again, name="team-run-again"),
     path("teams/<slug:slug>/drift/", views.team_drift, name="team-drift"),
+    path(
+        "teams/<slug:slug>/turns/<int:turn_id>/notes/",
+        views.team_turn_notes,
+        name="team-turn-notes",
+    ),
     path("teams/<slug:slug>/files/", views.team_files, name="team-files"),
     path("teams/<slug:slug>/files/view/", views.team_file, name="team-file"),
     path("teams/<slug:slug>/fork/", time_travel.team_fork, name="team-fork"),

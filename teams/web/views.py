@@ -28,10 +28,12 @@ from teams.models import (
     BUDGET_CHOICES,
     HUMAN_TEXT_LIMIT,
     STUCK_CHOICES,
+    Message,
     PMRequest,
     Team,
 )
 from teams.run import drift, drift_alerts, lifecycle, steering, team_actions
+from teams.web import working_notes
 from teams.web.presentation import (
     AGENT_BUDGET_WARNING,
     BUDGET_WARNING,
@@ -101,8 +103,15 @@ def team_live(request, slug):
     for row in recent_files:
         row.size_text = size_in_bytes(row.size)
     anchors = list(team.anchors.order_by("key"))  # the template asks each its source_text
+    # A turn's working notes go under its first message (teams.web.working_notes).
+    notes = working_notes.notes_by_turn(transcript)
+    first_of_turn = working_notes.first_of_turn(transcript)
     conversation_rows = [
-        (m, turn_figures(m.turn) if m.turn_id and last_of_turn[m.turn_id] == m.id else None)
+        (
+            m,
+            turn_figures(m.turn) if m.turn_id and last_of_turn[m.turn_id] == m.id else None,
+            notes.get(m.turn_id, "") if m.turn_id and first_of_turn[m.turn_id] == m.id else "",
+        )
         for m in transcript
     ]
     return render(
@@ -150,6 +159,7 @@ def team_live(request, slug):
                 "budget_warning_share": BUDGET_WARNING_SHARE,
                 "file_url": reverse("team-file", args=[team.slug]),
                 "turn_url": reverse("admin:teams_turn_change", args=[0]),
+                "notes_url": reverse("team-turn-notes", args=[team.slug, 0]),
                 "status": team.status,
                 "run_again_statuses": RUN_AGAIN_HEAD,
                 "first_number": transcript[0].number if transcript else 1,
@@ -242,6 +252,16 @@ def team_drift(request, slug):
     """The live view's drift panel as JSON: its script asks after each finished turn."""
     team = _team_or_404(request, slug)
     return JsonResponse({"agents": [agent_drift(a) for a in team.agents.all()]})
+
+
+@staff_member_required
+def team_turn_notes(request, slug, turn_id):
+    """A finished turn's working notes as JSON: the live view's script asks when a
+    turn that wrote beside its tool calls finishes (the stream is not kept)."""
+    team = _team_or_404(request, slug)
+    shown = list(Message.objects.filter(team=team, turn_id=turn_id).filter(selectors.SHOWN))
+    notes = working_notes.notes_by_turn(shown).get(turn_id, "")
+    return JsonResponse({"turn": turn_id, "notes": notes})
 
 
 @staff_member_required

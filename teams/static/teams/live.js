@@ -108,7 +108,64 @@
     });
   }
 
+  // --- working notes: what an agent writes beside its tool calls ----------------------
+  // It streams in the "is speaking" box with the rest; the turn's message is only the
+  // text of the reply that ended the turn, so once the turn is done the notes are
+  // asked for (the stream is not kept, and may have been missed) and shown, collapsed,
+  // under the turn's first message, as the server renders them after a reload.
+  const streams = new Map(); // turn id -> {text, whole: seen from its start}
+  function streamOf(turnId) {
+    if (!streams.has(turnId)) streams.set(turnId, {text: "", whole: false});
+    return streams.get(turnId);
+  }
+  // A tool ran (its private record arrived): what the agent writes next is a new paragraph.
+  function toolRan(m) {
+    const stream = streams.get(m.turn_id);
+    if (!stream || !stream.text || stream.text.endsWith("\n")) return;
+    stream.text += "\n\n";
+    if (speaking.dataset.turn === String(m.turn_id)) $("speaking-text").textContent += "\n\n";
+  }
+  const squeezed = (text) => text.replace(/\s+/g, "");
+  function turnMessages(turnId) {
+    return [...conversation.querySelectorAll(`li[data-turn="${turnId}"]`)];
+  }
+  // Notes are asked for only when there may be some: the page saw more text than the
+  // turn's messages hold, or did not see all it streamed.
+  function mayHaveNotes(turnId) {
+    const stream = streams.get(turnId);
+    if (!stream || !stream.whole) return true;
+    const said = turnMessages(turnId).map((li) => li.querySelector(".content").textContent);
+    return squeezed(stream.text) !== "" && squeezed(stream.text) !== squeezed(said.join(""));
+  }
+  function showNotes(turnId, notes) {
+    const li = turnMessages(turnId)[0];
+    if (!li || !notes) return;
+    let box = li.querySelector("details.working-notes");
+    if (!box) {
+      box = el("details", "working-notes");
+      box.append(el("summary", "", "Working notes"), el("div", "notes-text"));
+      li.append(box);
+    }
+    box.querySelector(".notes-text").textContent = notes;
+  }
+  function askNotes(turnId) {
+    const url = cfg.notes_url.replace("/turns/0/", `/turns/${turnId}/`);
+    fetch(url, {credentials: "same-origin", headers: {Accept: "application/json"}})
+      .then((response) => (response.ok ? response.json() : null))
+      .then((body) => { if (body) showNotes(turnId, body.notes); })
+      .catch(() => {});
+  }
+  function notesAfter(t) {
+    if (t.status !== "done") {  // waiting for the PM: it goes on later, the stream cut
+      streamOf(t.id).whole = false;
+      return;
+    }
+    if (turnMessages(t.id).length && mayHaveNotes(t.id)) askNotes(t.id);
+    streams.delete(t.id);
+  }
+
   function addMessage(m) {
+    if (m.recipient && m.turn_id && m.kind === "tool_call") toolRan(m);
     // Private inbox traffic stays out of the team view; the PM's nudges are shown.
     if (m.recipient && m.kind !== "nudge") return;
     if (conversation.querySelector(`li[data-id="${m.id}"]`)) return;
@@ -161,6 +218,7 @@
   function stopSpeaking() {
     speaking.hidden = true;
     speaking.dataset.agent = "";
+    speaking.dataset.turn = "";
     $("speaking-text").textContent = "";
   }
 
@@ -421,11 +479,17 @@
     "turn.started": (e) => {
       speaking.hidden = false;
       speaking.dataset.agent = e.agent;
+      speaking.dataset.turn = e.turn_id;
       $("speaking-agent").textContent = e.agent;
       $("speaking-text").textContent = "";
+      // Seen from its start only when this is the turn's own start (a delta of a turn
+      // begun before the page came is not), and not a turn resumed after an approval.
+      const fresh = !streams.has(e.turn_id);
+      streamOf(e.turn_id).whole = fresh ? e.number !== undefined : false;
     },
     "text.delta": (e) => {
       if (speaking.dataset.agent !== e.agent) handlers["turn.started"](e);
+      streamOf(e.turn_id).text += e.text;
       $("speaking-text").textContent += e.text;
     },
     "turn.finished": (e) => {
@@ -434,8 +498,14 @@
       showTurnFigures(e.turn.id);
       if (speaking.dataset.agent === e.turn.agent) stopSpeaking();
       turnFinished(e.turn);
+      notesAfter(e.turn);
     },
-    "team.status": (e) => { setStatus(e); refreshDrift(); },
+    "team.status": (e) => {
+      // A (re)connect: deltas sent meanwhile are gone, so no stream is whole.
+      if ("head" in e) streams.forEach((stream) => { stream.whole = false; });
+      setStatus(e);
+      refreshDrift();
+    },
     "pm_request.opened": (e) => showRequest(e.request),
     "pm_request.answered": (e) => hideRequest(e.request),
     "query.asked": (e) => showQuery(e.query),
