@@ -128,6 +128,20 @@ def model_label(model: str) -> str:
     return said + " (local)" if route.endpoint.local else said
 
 
+def shortened(text: str, limit: int) -> str:
+    """`text` whole when it fits in `limit` characters, else cut after its last whole
+    word that fits, with "…" (never mid-word; a single word longer than the limit is
+    cut where it must be). live.js shortens the same way."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    if not text[limit - 1].isspace():  # the cut falls inside a word: drop that word
+        space = max(head.rfind(" "), head.rfind("\n"))
+        if space > limit // 2:
+            head = head[:space]
+    return head.rstrip() + "…"
+
+
 def size_in_bytes(size: int | None) -> str:
     return "1 byte" if size == 1 else f"{size or 0:,} bytes"
 

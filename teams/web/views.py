@@ -43,6 +43,7 @@ from teams.web.presentation import (
     agent_drift,
     budgets,
     model_label,
+    shortened,
     size_in_bytes,
     turn_figures,
 )
@@ -50,6 +51,8 @@ from teams.web.presentation import (
 # The statuses the head of the live view offers "Run again" in: not while the team
 # runs, and a done team offers it in its end box.
 RUN_AGAIN_HEAD = (Team.Status.IDLE, Team.Status.PAUSED)
+# The characters of a consultation's ask the panel shows (the whole ask is its title).
+CONSULT_PROMPT_SHOWN = 300
 
 
 def _team_or_404(request, slug):
@@ -136,7 +139,7 @@ def team_live(request, slug):
             "model_problems": _model_problems(agents),
             "drift": [agent_drift(a) for a in agents],
             "workspace_files": team.workspace_files.count(),
-            "consultation_batches": selectors.team_recent_consultations(team=team),
+            "consultation_batches": _consultation_batches(team),
             "anchors": anchors,
             "keepers": selectors.team_recent_keepers(team=team),
             "recent_files": recent_files,
@@ -169,9 +172,18 @@ def team_live(request, slug):
                 "recent_files": selectors.RECENT_FILES,
                 "recent_keepers": selectors.RECENT_KEEPERS,
                 "recent_batches": selectors.RECENT_BATCHES,
+                "consult_prompt_shown": CONSULT_PROMPT_SHOWN,
             },
         },
     )
+
+
+def _consultation_batches(team) -> list[dict]:
+    """The latest asks, each prompt shortened as the panel shows it (never mid-word)."""
+    batches = selectors.team_recent_consultations(team=team)
+    for batch in batches:
+        batch["prompt_shown"] = shortened(batch["prompt"], CONSULT_PROMPT_SHOWN)
+    return batches
 
 
 def _workspace_refused(request, team, path: str, error: LoomError):

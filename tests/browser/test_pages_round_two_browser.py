@@ -8,14 +8,16 @@ Screenshots go to test-output/screenshots/."""
 
 import re
 import time
+import uuid
+from decimal import Decimal
 
 from django.core.management import call_command
 from playwright.sync_api import expect
 
 from teams import services
-from teams.models import PMRequest, Team, Turn
+from teams.models import ConsultantProfile, PMRequest, Team, Turn
 from tests.browser.conftest import SCREENSHOTS, log_in
-from tests.helpers import make_team
+from tests.helpers import make_consultation, make_team
 
 LAPTOP = {"width": 1200, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -122,24 +124,28 @@ def test_the_approval_card_the_end_of_a_run_and_a_phone(start_site, browser, pm_
         raise AssertionError("the demo never asked to approve a tool call")
     expect(card).to_be_visible(timeout=20_000)
     expect(page.locator("#pm-question")).to_be_hidden()
-    expect(page.locator("#pm-approval-tool")).to_have_text(request.tool_name)
-    expect(page.locator("#pm-approval-why")).to_have_text(request.why)
     assert request.why, "the agent's reason for the call"
-    argument = card.locator(".approval-args pre").first
-    expect(argument).to_be_visible()
-    assert "monospace" in argument.evaluate("node => getComputedStyle(node).fontFamily")
-    assert "\\n" not in argument.inner_text()  # texts' lines as lines, never escaped
-    note = page.locator("#pm-note")
-    assert note.evaluate("node => node.tagName") == "TEXTAREA"
-    assert note.bounding_box()["width"] > 0.8 * card.bounding_box()["width"]
-    deny, approve = card.locator('button[value="Deny"]'), card.locator('button[value="Approve"]')
-    deny_color = deny.evaluate("node => getComputedStyle(node).backgroundColor")
-    approve_color = approve.evaluate("node => getComputedStyle(node).backgroundColor")
-    assert deny_color == "rgb(180, 35, 24)" and approve_color != deny_color
+    check_approval_card(card, request)
     card.scroll_into_view_if_needed()
     page.screenshot(path=SCREENSHOTS / "approval-card.png")
+    # The inbox's card is the same card: built live by its script, then by the server.
+    for how in ("live", "rendered"):
+        if how == "rendered":
+            inbox.reload()
+        item = inbox.locator(f'.pm-item[data-id="{request.id}"]')
+        expect(item.locator(".approval-title")).to_have_text("An agent asks to call a tool")
+        expect(item.locator(".question")).to_have_count(0)  # the card says it, laid out
+        check_approval_card(item.locator("form.approval"), request)
+        inbox.screenshot(path=SCREENSHOTS / f"inbox-approval-{how}.png", full_page=True)
+    phone = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True).new_page()
+    log_in(phone, site, next_url="/pm/")
+    check_approval_card(phone.locator(f'.pm-item[data-id="{request.id}"] form.approval'), request)
+    assert phone.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+    phone.screenshot(path=SCREENSHOTS / "phone-inbox-approval.png", full_page=True)
+    phone.context.close()
+    note = page.locator("#pm-note")
     note.fill("Fine: keep it short.")
-    approve.click()
+    card.locator('button[value="Approve"]').click()
 
     # To the end, the page never reloaded: the steering and the banner go by themselves.
     page.evaluate("() => { window.loomSameLoad = true; }")
@@ -182,6 +188,29 @@ def test_the_approval_card_the_end_of_a_run_and_a_phone(start_site, browser, pm_
     assert problems == []
 
 
+def check_approval_card(card, request: PMRequest) -> None:
+    """An approval card, on the live view or in the inbox: who calls what, why, each
+    argument in a monospace block, a note field across the card, Deny in red."""
+    expect(card).to_be_visible(timeout=20_000)
+    expect(card.locator(".approval-call")).to_have_text(
+        f"{request.agent.name} wants to call {request.tool_name}"
+    )
+    expect(card.locator(".approval-why")).to_have_text(request.why)
+    argument = card.locator(".approval-args pre").first
+    expect(argument).to_be_visible()
+    assert "monospace" in argument.evaluate("node => getComputedStyle(node).fontFamily")
+    assert "\\n" not in argument.inner_text()  # texts' lines as lines, never escaped
+    note = card.locator("textarea[name=note]")
+    label_for = card.locator("label.note").get_attribute("for")
+    assert note.get_attribute("id") == label_for  # the label names its field
+    assert note.bounding_box()["width"] > 0.8 * card.bounding_box()["width"]
+    deny, approve = card.locator('button[value="Deny"]'), card.locator('button[value="Approve"]')
+    deny_color = deny.evaluate("node => getComputedStyle(node).backgroundColor")
+    approve_color = approve.evaluate("node => getComputedStyle(node).backgroundColor")
+    assert deny_color == "rgb(180, 35, 24)" and approve_color != deny_color
+    expect(card.locator("details textarea[name=arguments]")).to_be_hidden()  # until opened
+
+
 def answer_in_inbox(inbox, request: PMRequest) -> None:
     """Answer in the inbox tab, so the watched page is never reloaded."""
     item = inbox.locator(f'.pm-item[data-id="{request.id}"]')
@@ -192,3 +221,90 @@ def answer_in_inbox(inbox, request: PMRequest) -> None:
         item.locator('textarea[name="answer"]').fill("Only the core for now.")
         item.locator("button", has_text="Answer and resume").click()
     expect(inbox.locator(f'.pm-item[data-id="{request.id}"]')).to_have_count(0)
+
+
+# A long ask (its words end past the panel's 300 characters) and an answer with a path
+# too long for a phone's line.
+LONG_ASK = "What is the riskiest part of the plan, and what would you start with? " * 6
+LONG_ANSWER = (
+    "Start with the parser: src/markdown_notes/parsing/front_matter_and_wiki_links.py "
+    "holds the riskiest logic."
+)
+
+
+def inside_its_card(page, selector: str, card: str) -> list[str]:
+    """The texts of `selector` that stick out of their `card` or are clipped in it."""
+    return page.locator(selector).evaluate_all(
+        """(nodes, card) => nodes.filter((node) => {
+            const box = node.getBoundingClientRect();
+            const outer = node.closest(card).getBoundingClientRect();
+            return node.scrollWidth > node.clientWidth + 1 || box.right > outer.right + 0.5
+                || box.left < outer.left - 0.5;
+        }).map((node) => node.textContent.slice(0, 40))""",
+        card,
+    )
+
+
+def test_consultation_text_and_the_nudge_row_on_a_laptop_and_a_phone(start_site, browser, pm_user):
+    call_command("loom_demo")
+    team = Team.objects.get(slug="demo")
+    batch = uuid.uuid4()
+    for name in ("critic", "architect"):
+        make_consultation(
+            team.agents.get(name="coach"),
+            profile=ConsultantProfile.objects.get(name=name),
+            batch=batch,
+            prompt=LONG_ASK,
+            model="loom-offline",
+            status="done",
+            output={
+                "responder": "offline",
+                "timestamp": "2025-01-01T00:00:00+00:00",
+                "answer": LONG_ANSWER,
+                "confidence": 0.6,
+                "key_points": [],
+                "suggested_actions": [],
+                "file_references": [],
+            },
+            cost_usd=Decimal("0"),
+        )
+    site = start_site()
+    for width, viewport in (("laptop", LAPTOP), ("phone", PHONE)):
+        page = browser.new_context(viewport=viewport, is_mobile=width == "phone").new_page()
+        log_in(page, site, next_url="/teams/demo/")
+
+        # The ask is cut after a whole word, the whole of it on hover; nothing is clipped.
+        prompt = page.locator(".consult-prompt")
+        shown = prompt.inner_text()
+        assert shown.endswith("…") and len(shown) <= 300
+        assert LONG_ASK.startswith(shown[:-1]) and LONG_ASK[len(shown) - 1] == " "
+        assert prompt.get_attribute("title") == LONG_ASK
+        expect(page.locator(".consult-answer").first).to_have_text(LONG_ANSWER)
+        assert inside_its_card(page, ".consult-prompt", ".consult-batch") == []
+        assert inside_its_card(page, ".consult-answer", ".consultant") == []
+        page.locator("#consultations-title").scroll_into_view_if_needed()
+        page.screenshot(path=SCREENSHOTS / f"consultation-text-{width}.png")
+
+        # Opening "Nudge…" puts its box on a line of its own under the coder's buttons;
+        # the coder's other buttons and the other agents keep their places.
+        coder = page.locator("#roster li[data-agent=coder]")
+        before = {
+            name: page.locator(f"#roster li[data-agent={name}] .agent-name").bounding_box()
+            for name in ("coach", "researcher", "coder")
+        }
+        speak, seat = coder.locator(".steer-next"), coder.locator(".steer-seat summary")
+        speak_at, seat_at = speak.bounding_box(), seat.bounding_box()
+        nudge = coder.locator("details.steer-nudge")
+        nudge.locator("summary").click()
+        box = nudge.locator("textarea")
+        expect(box).to_be_visible()
+        for name, at in before.items():
+            now = page.locator(f"#roster li[data-agent={name}] .agent-name").bounding_box()
+            assert (now["x"], now["y"]) == (at["x"], at["y"]), name
+        assert speak.bounding_box() == speak_at and seat.bounding_box() == seat_at
+        assert box.bounding_box()["y"] > max(speak_at["y"] + speak_at["height"], seat_at["y"])
+        assert box.bounding_box()["x"] + box.bounding_box()["width"] <= viewport["width"]
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= viewport["width"]
+        coder.scroll_into_view_if_needed()
+        page.screenshot(path=SCREENSHOTS / f"nudge-row-{width}.png")
+        page.context.close()

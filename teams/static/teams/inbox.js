@@ -13,11 +13,49 @@
     return node;
   }
 
+  // An approval request's card, as the page renders it (templates/teams/_approval_card.html):
+  // who calls what, why, each argument in a monospace block, a note, edited arguments,
+  // and Approve / Always approve / Deny.
+  function approvalCard(r) {
+    const call = el("p", "approval-call");
+    call.append(el("strong", "approval-agent", r.agent || "An agent"),
+                document.createTextNode(" wants to call "), el("code", "approval-tool", r.tool));
+    const args = el("dl", "approval-args");
+    (r.arguments_shown || []).forEach(([name, value]) => {
+      const dd = el("dd");
+      dd.append(el("pre", "", value));
+      args.append(el("dt", "", name), dd);
+    });
+    if (!args.children.length) args.append(el("dt", "", "(none)"));
+    const noteId = `pm-note-${r.id}`;
+    const label = el("label", "note", "Note for ");
+    label.htmlFor = noteId;
+    label.append(el("span", "note-agent", r.agent || "the agent"), document.createTextNode(" "),
+                 el("span", "hint", "(optional: it reads this with your answer, e.g. why you deny it)"));
+    const note = el("textarea");
+    note.id = noteId; note.name = "note"; note.rows = 2; note.maxLength = 20000;
+    note.placeholder = "Why you approve or deny it, or what to do instead";
+    const edit = el("details");
+    const edited = el("textarea");
+    edited.name = "arguments"; edited.rows = 6; edited.spellcheck = false;
+    edited.value = r.arguments ? JSON.stringify(r.arguments, null, 2) : "";
+    edit.append(el("summary", "", "Approve with edited arguments"), edited);
+    const choices = el("p", "approval-choices");
+    (r.choices || []).forEach((choice) => {
+      const button = el("button", `choice-${choice.toLowerCase().replace(/ /g, "-")}`, choice);
+      button.name = "answer"; button.value = choice; button.formNoValidate = true;
+      choices.append(button, document.createTextNode(" "));
+    });
+    return [call, el("h3", "", "Why"),
+            el("blockquote", "approval-why", r.why || "(the agent gave no reason with this call)"),
+            el("h3", "", "Arguments"), args, label, note, edit, choices];
+  }
+
   function refreshEmpty() { empty.hidden = inbox.children.length > 0; }
 
   function add(r) {
     if (inbox.querySelector(`li[data-id="${r.id}"]`)) return;
-    const li = el("li", "pm-item");
+    const li = el("li", `pm-item kind-${r.kind || "question"}`);
     li.dataset.id = r.id;
     const meta = el("div", "meta");
     const link = el("a", "", r.team_name || r.team);
@@ -28,25 +66,10 @@
     form.action = cfg.answer_url.replace("/0/", `/${r.id}/`);
     const csrf = el("input");
     csrf.type = "hidden"; csrf.name = "csrfmiddlewaretoken"; csrf.value = cfg.csrf;
-    if (r.kind === "approval") {  // Approve / Always approve / Deny, a note, edited arguments
+    if (r.kind === "approval") {
       form.className = "approval";
-      const note = el("label", "note", `Note for ${r.agent || "the agent"} `);
-      const noteInput = el("input");
-      noteInput.name = "note"; noteInput.maxLength = 20000;
-      noteInput.placeholder = "optional, e.g. why you deny it";
-      note.append(noteInput);
-      const edit = el("details");
-      const args = el("textarea");
-      args.name = "arguments"; args.rows = 6; args.spellcheck = false;
-      args.value = r.arguments ? JSON.stringify(r.arguments, null, 2) : "";
-      edit.append(el("summary", "", "Approve with edited arguments"), args);
-      form.append(csrf, note, edit);
-      (r.choices || []).forEach((choice) => {
-        const button = el("button", "", choice);
-        button.name = "answer"; button.value = choice;
-        form.append(button, document.createTextNode(" "));
-      });
-      li.append(meta, el("p", "question", r.question), form);
+      form.append(csrf, ...approvalCard(r));
+      li.append(meta, el("h2", "approval-title", "An agent asks to call a tool"), form);
       inbox.prepend(li);
       refreshEmpty();
       return;

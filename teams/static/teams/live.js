@@ -663,6 +663,18 @@
     capped(list, cfg.recent_keepers);
   }
 
+  // A text whole when it fits, else cut after its last whole word, with "…"
+  // (teams/web/presentation.py shortened, which the page renders with).
+  function shortened(text, limit) {
+    if (text.length <= limit) return text;
+    let head = text.slice(0, limit - 1);
+    if (!/\s/.test(text[limit - 1])) {
+      const space = Math.max(head.lastIndexOf(" "), head.lastIndexOf("\n"));
+      if (space > Math.floor(limit / 2)) head = head.slice(0, space);
+    }
+    return head.trimEnd() + "…";
+  }
+
   // One consultant's column, as the page renders it (templates/teams/team_live.html).
   function consultant(c) {
     const section = el("section", `consultant status-${c.status}`);
@@ -728,10 +740,11 @@
       list.prepend(li);
     }
     const ask = el("p", "consult-ask");
-    const prompt = b.prompt.length > 300 ? b.prompt.slice(0, 299) + "…" : b.prompt;
     ask.append(el("span", "consult-asker", b.agent || "(an agent)"));
     if (b.turn) ask.append(document.createTextNode(" "), el("small", "", `turn ${b.turn}`));
-    ask.append(document.createTextNode(" asked: "), el("span", "consult-prompt", prompt));
+    const prompt = el("span", "consult-prompt", shortened(b.prompt, cfg.consult_prompt_shown));
+    if (prompt.textContent !== b.prompt) prompt.title = b.prompt;
+    ask.append(document.createTextNode(" asked: "), prompt);
     const columns = el("div", "consult-columns");
     b.consultations.forEach((c) => columns.append(consultant(c)));
     li.replaceChildren(ask, columns);

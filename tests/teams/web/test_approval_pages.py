@@ -17,7 +17,15 @@ def _answer(client, request, **data):
 def test_the_inbox_shows_the_call_and_its_choices(team, pm, messages_api):
     stop_at_approval(team, messages_api)
     page = client_for(pm).get(reverse("pm-inbox")).content.decode()
-    assert "coder wants to call peer_message" in page
+    # The card as the live view lays it out: who calls what, why, each argument in a block.
+    assert (
+        '<strong class="approval-agent">coder</strong> wants to call '
+        '<code class="approval-tool">peer_message</code>'
+    ) in page
+    assert '<blockquote class="approval-why">' in page
+    assert "<dt>to</dt><dd><pre>reviewer</pre></dd>" in page
+    assert '<textarea id="pm-note-' in page and 'name="note"' in page
+    assert 'class="choice-deny"' in page
     assert "Approve with edited arguments" in page
     for choice in ("Approve", "Always approve", "Deny"):
         assert f'value="{choice}"' in page
