@@ -60,11 +60,9 @@ class OpenAIChatProvider:
             raise ModelError(unpriced)
         kwargs = {
             "model": endpoints.route(model).model,
-            "messages": chat_messages(system, messages),
             self._tokens_parameter(): max_tokens,
+            **untransformed(chat_messages(system, messages), [chat_tool(t) for t in tools]),
         }
-        if tools:
-            kwargs["tools"] = [chat_tool(t) for t in tools]
         try:
             if on_text is None:
                 reply = _plain(self.client.chat.completions.create(**kwargs))
@@ -100,6 +98,21 @@ class OpenAIChatProvider:
 
 
 # --- Loom's request as Chat Completions ------------------------------------------------
+
+
+def untransformed(messages: list[dict], tools: list[dict]) -> dict:
+    """create()'s arguments for the messages and tools, sent as they are.
+
+    create() walks every value it is given against the SDK's TypedDicts before sending
+    (`maybe_transform`, for key aliases and formats that Chat Completions' message and
+    tool params do not have): on a long history that walk cost more CPU than the rest
+    of the call and grew with every turn. Loom's messages are already the JSON to
+    send, so they go in extra_body, which the SDK merges into the request over the
+    named arguments without walking it (`messages` stays required by name: empty)."""
+    body = {"messages": messages}
+    if tools:
+        body["tools"] = tools
+    return {"messages": [], "extra_body": body}
 
 
 def chat_tool(definition: dict) -> dict:
