@@ -4,7 +4,9 @@ question). Teams on `fake/…` ids run to done with tool calls in every phase; s
 calls in one reply; arguments in many chunks; arguments that are not JSON answered
 with an "Error:" the model corrects; 429 retried; 401 and an unknown model pause the
 team saying why; cached tokens at the cached price; the pre-call budget check; a
-replay that asks the fake nothing."""
+replay that asks the fake nothing; the body sent as Loom translated it (the SDK's
+transform skipped); one SDK client per endpoint, made again when its key or address
+changes."""
 
 import json
 from decimal import Decimal
@@ -12,9 +14,10 @@ from decimal import Decimal
 import pytest
 
 from teams.engine import replay
+from teams.engine.openai_chat import chat_messages, chat_tool
 from teams.engine.providers import provider_for
 from teams.errors import ModelError
-from teams.models import Message, PMRequest, Replay, Team, Turn, TurnStep
+from teams.models import Message, ModelEndpoint, PMRequest, Replay, Team, Turn, TurnStep
 from teams.run import team_actions
 from tests.fakes.openai_api import Completion, Error, ToolCall
 from tests.helpers import drain, make_team, price_model
@@ -264,3 +267,89 @@ def test_a_replay_of_the_run_asks_the_fake_nothing(openai_api):
     assert row.status == Replay.Status.MATCHED, row.reason + "\n" + row.diff
     row.team.refresh_from_db()
     assert row.team.status == Team.Status.DONE and row.team.spent_usd == 0
+
+
+SYSTEM = [{"type": "text", "text": "Your name is coder."}, {"type": "text", "text": "Be brief."}]
+HISTORY = [
+    {"role": "user", "content": "Go."},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Looking."},
+            {"type": "tool_use", "id": "c1", "name": "a", "input": {"x": "é", "n": [1.5]}},
+            {"type": "tool_use", "id": "c2", "name": "b", "input": {}},
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "c1", "content": "one"},
+            {"type": "tool_result", "tool_use_id": "c2", "content": [{"type": "text", "text": ""}]},
+            {"type": "text", "text": "And?", "cache_control": {"type": "ephemeral"}},
+        ],
+    },
+]
+TOOLS = [{"name": "a", "description": "A.", "input_schema": {"type": "object"}}]
+
+
+def test_the_request_goes_as_loom_built_it_the_sdks_walk_spared(openai_api):
+    """The messages and tools skip create()'s transform (extra_body): the body sent is
+    the translation itself, and is what the SDK's transform would have made of it
+    (if an SDK release starts renaming or formatting a message field, this fails)."""
+    from openai._utils._transform import maybe_transform
+    from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
+
+    api = openai_api([Completion("Done.")])
+    streamed = []
+    provider_for("fake/gpt-coder").respond(
+        model="fake/gpt-coder",
+        system=SYSTEM,
+        messages=HISTORY,
+        tools=TOOLS,
+        on_text=streamed.append,
+    )
+    assert "".join(streamed) == "Done."
+    sent = api.requests[0].body
+    named = {
+        "model": "gpt-coder",
+        "messages": chat_messages(SYSTEM, HISTORY),
+        "tools": [chat_tool(t) for t in TOOLS],
+        "max_tokens": sent["max_tokens"],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    assert sent == named == maybe_transform(named, CompletionCreateParamsStreaming)
+    assert [m["role"] for m in sent["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "user",
+    ]
+
+
+def ask(model="fake/gpt-coder"):
+    provider = provider_for(model)
+    provider.respond(model=model, system=[], messages=[{"role": "user", "content": "Hi"}], tools=[])
+    return provider.client
+
+
+def test_one_client_per_endpoint_made_again_when_its_key_or_address_changes(
+    openai_api, monkeypatch
+):
+    monkeypatch.setenv("FAKE_API_KEY", "sk-first")
+    first = openai_api(lambda request: Completion("One."), key_env="FAKE_API_KEY")
+    client = ask()
+    assert ask() is client and ask("fake/gpt-other") is client  # kept across calls
+    monkeypatch.setenv("FAKE_API_KEY", "sk-second")
+    assert ask() is not client
+    keys = [{k.lower(): v for k, v in r.headers.items()}["authorization"] for r in first.requests]
+    assert keys == ["Bearer sk-first"] * 3 + ["Bearer sk-second"]
+    # A superuser moves the endpoint: the next call goes to the new address.
+    second = openai_api(lambda request: Completion("Two."), name="moved")
+    row = ModelEndpoint.objects.get(name="fake")
+    row.base_url = second.url
+    row.save()
+    ask()
+    assert len(first.requests) == 4 and len(second.requests) == 1
