@@ -3,8 +3,8 @@ real openai SDK (any OpenAI-compatible vendor: GPT, Gemini's endpoint, vLLM,
 Ollama): completions with text and tool calls, plain (JSON) or streamed (server-sent
 events, as `stream: true` asks: text in pieces, each tool call's arguments split
 across `arguments_chunks` chunks, usage in the last chunk), usage with cached prompt
-tokens, finish reasons, error bodies, and a delay. Every request is recorded so
-tests assert on what was sent."""
+tokens, finish reasons, error bodies, an error event in a stream, and a delay. Every
+request is recorded so tests assert on what was sent."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ class Completion:
     tool_calls: list[ToolCall] = field(default_factory=list)
     cached_tokens: int = 0
     arguments_chunks: int = 1  # a streamed call's arguments arrive in this many pieces
+    stream_error: str = ""  # streamed: an error event with this message after the text
 
     @property
     def finish(self) -> str:
@@ -110,6 +111,8 @@ def stream_chunks(reply: Completion, model: str) -> list[dict]:
 
     chunks = [chunk({"role": "assistant", "content": ""})]
     chunks += [chunk({"content": piece}) for piece in _pieces(reply.content, 3) if piece]
+    if reply.stream_error:  # as OpenAI sends a failure after the stream began
+        return chunks + [{"error": {"message": reply.stream_error, "type": "server_error"}}]
     for index, call in enumerate(reply.calls()):
         head = {"index": index, "id": call["id"], "type": "function"}
         head["function"] = {"name": call["function"]["name"], "arguments": ""}

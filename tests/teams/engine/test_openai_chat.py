@@ -14,7 +14,7 @@ from decimal import Decimal
 import pytest
 
 from teams.engine import replay
-from teams.engine.openai_chat import chat_messages, chat_tool
+from teams.engine.openai_chat import _read_choice, _Reply, chat_messages, chat_tool
 from teams.engine.providers import provider_for
 from teams.errors import ModelError
 from teams.models import Message, ModelEndpoint, PMRequest, Replay, Team, Turn, TurnStep
@@ -353,3 +353,24 @@ def test_one_client_per_endpoint_made_again_when_its_key_or_address_changes(
     row.save()
     ask()
     assert len(first.requests) == 4 and len(second.requests) == 1
+
+
+def test_an_error_event_in_the_middle_of_a_stream_fails_the_turn_saying_so(openai_api):
+    openai_api([Completion("Half a rep", stream_error="The server had an error")])
+    team = trio()
+    team_actions.team_start(team=team)
+    (turn,) = drain(team, limit=1)
+    assert turn.status == Turn.Status.FAILED
+    assert turn.error == "The endpoint 'fake' failed: The server had an error"
+
+
+def test_streamed_calls_without_an_index_are_taken_in_order():
+    reply, heard = _Reply(), []
+    calls = [
+        {"id": "c1", "function": {"name": "a", "arguments": '{"x": 1}'}},
+        {"id": "c2", "function": {"name": "b", "arguments": "{}"}},
+    ]
+    _read_choice(reply, {"delta": {"content": "Both.", "tool_calls": calls}}, heard.append)
+    _read_choice(reply, {"delta": {}, "finish_reason": "tool_calls"}, heard.append)
+    content = reply.as_model_reply("fake/m").content
+    assert heard == ["Both."] and [b.get("id") for b in content] == [None, "c1", "c2"]
