@@ -17,11 +17,13 @@ SDK: Claude ids through the anthropic SDK to the fake Messages API, or `fake/…
 local endpoint) through the openai SDK's Chat Completions to the fake Chat Completions
 server, each fake in a child process (its CPU is not this process's) answering the
 replay model's line, streamed. Then the figure is the whole turn's CPU, the SDK and
-the provider's translation included. --compare-apis runs both in one sitting and
-prints their ratio (target: the OpenAI-style path within 10% of the Claude path).
+the provider's translation included. --compare-apis runs both in one sitting, one
+fresh process each, interleaved over --rounds rounds (A B, B A, ...), and prints the
+ratio of each round and their median (target: the OpenAI-style path within 10% of
+the Claude path).
 
 Run: .venv/bin/python bench/turn_overhead.py [--turns 1000] [--single-phase]
-     .venv/bin/python bench/turn_overhead.py --compare-apis [--turns 300]
+     .venv/bin/python bench/turn_overhead.py --compare-apis [--turns 300] [--rounds 3]
 (uses a fresh SQLite database in a temporary folder unless LOOM_DATABASE_URL is set)
 """
 
@@ -62,13 +64,16 @@ def main():
         action="store_true",
         help="run --model-api anthropic, then openai, and compare their CPU per turn",
     )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="--compare-apis: rounds of one run of each"
+    )
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the turns to FILE")
     parser.add_argument(
         "--show-sql", action="store_true", help="print the SQL statements of the middle turn"
     )
     args = parser.parse_args()
     if args.compare_apis:
-        return compare_apis(args.turns)
+        return compare_apis(args.turns, args.rounds)
     fake_url = None
     if args.model_api != "offline":
         args.single_phase = True
@@ -300,24 +305,40 @@ def use_fake(api: str, url: str | None) -> str:
     return "fake/bench-model"
 
 
-def compare_apis(turns: int) -> None:
-    """Both SDK paths in one sitting, each in a fresh process: their CPU per turn."""
+def compare_apis(turns: int, rounds: int) -> None:
+    """Both SDK paths in one sitting, each run a fresh process, interleaved over
+    `rounds` rounds (A B, then B A, ...: a machine that speeds up or slows down during
+    the sitting moves both sides alike), their CPU per turn and its ratio per round."""
+    ratios = {"first 100": [], "last 100": []}
+    for number in range(rounds):
+        apis = ("anthropic", "openai") if number % 2 == 0 else ("openai", "anthropic")
+        medians = {api: _cpu_medians(api, turns) for api in apis}
+        for index, label in enumerate(ratios):
+            claude, openai = medians["anthropic"][index], medians["openai"][index]
+            ratios[label].append(openai / claude)
+            print(
+                f"round {number + 1}, {label} turns: CPU per turn, Claude path {claude:.2f} ms, "
+                f"OpenAI-style path {openai:.2f} ms, ratio {openai / claude:.2f}"
+            )
+    for label, values in ratios.items():
+        print(
+            f"OpenAI-style / Claude CPU per turn, {label} turns, median of {rounds} rounds: "
+            f"{statistics.median(values):.2f} (rounds: {' '.join(f'{r:.2f}' for r in values)}; "
+            "target: at most 1.10)"
+        )
+
+
+def _cpu_medians(api: str, turns: int) -> tuple[float, float]:
+    """One run of the bench on this API, in a process of its own: its median CPU per
+    turn over the first and the last 100 turns."""
     import re
     import subprocess
 
-    medians = {}
-    for api in ("anthropic", "openai"):
-        command = [sys.executable, __file__, "--model-api", api, "--turns", str(turns)]
-        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-        print(f"--- {api} ---\n{out}")
-        found = re.search(r"first 100 median ([0-9.]+) ms, last 100 median ([0-9.]+) ms", out)
-        medians[api] = (float(found[1]), float(found[2]))
-    for label, index in (("first 100", 0), ("last 100", 1)):
-        claude, openai = medians["anthropic"][index], medians["openai"][index]
-        print(
-            f"CPU per turn, {label} turns: Claude path {claude:.2f} ms, OpenAI-style path "
-            f"{openai:.2f} ms, ratio {openai / claude:.2f} (target: at most 1.10)"
-        )
+    command = [sys.executable, __file__, "--model-api", api, "--turns", str(turns)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    print(f"--- {api} ---\n{out}")
+    found = re.search(r"first 100 median ([0-9.]+) ms, last 100 median ([0-9.]+) ms", out)
+    return float(found[1]), float(found[2])
 
 
 def _caller() -> str:
