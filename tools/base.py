@@ -56,6 +56,9 @@ class ToolContext:
     # of the named tool, for tools that must not act again (run_command answers with it
     # instead of running its command). None outside a replay. The engine supplies it.
     replayed: Callable[[str], ToolResult] | None = None
+    # The text of the model's response that carries this call (what the agent says
+    # beside it), "" outside a turn. The engine supplies it.
+    said: str = ""
 
 
 @dataclass(frozen=True)

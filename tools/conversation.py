@@ -141,7 +141,11 @@ class SignalPhaseComplete(Tool):
         finished = ctx.team.phase
         replaced = _replaced(ctx.team, params.replaces)
         summary = (replaces_marker(replaced) if replaced else "") + params.summary
-        team = team_actions.phase_complete(team=ctx.team, agent=ctx.agent, summary=summary)
+        # What the coach says beside the call closes the phase it was said in: it comes
+        # before the summary, not after "Phase advanced" as the turn's end would post it.
+        team = team_actions.phase_complete(
+            team=ctx.team, agent=ctx.agent, summary=summary, words=ctx.said, turn=ctx.turn
+        )
         if team.status == team.Status.DONE:
             text = f"Phase {finished} complete. That was the last phase: the team is done."
         else:

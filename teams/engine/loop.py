@@ -291,6 +291,7 @@ def _run_tool_calls(run: _Run, model_content: list[dict], results: dict) -> Turn
     ends, None when it goes on, or _WAITING when a call waits for the PM."""
     turn = run.turn
     uses = [b for b in model_content if b.get("type") == "tool_use"]
+    run.ctx.said = _said([model_content])
     for use in uses:
         if use["id"] in results:
             continue

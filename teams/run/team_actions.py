@@ -14,7 +14,7 @@ from teams import services
 from teams.conversation import hierarchy, keepers
 from teams.errors import Conflict
 from teams.integrations import webhooks
-from teams.models import Agent, Anchor, Message, Team, WebhookEvent, WorkspaceFile
+from teams.models import Agent, Anchor, Message, Team, Turn, WebhookEvent, WorkspaceFile
 from teams.run import locks, turns
 from teams.run.lifecycle import TeamAction, refusal
 
@@ -134,12 +134,20 @@ def phase_record(team: Team) -> list[str]:
 
 
 @transaction.atomic
-def phase_complete(*, team: Team, agent: Agent, summary: str) -> Team:
-    """Record the coach's summary (what later phases see) and advance the phase."""
+def phase_complete(
+    *, team: Team, agent: Agent, summary: str, words: str = "", turn: Turn | None = None
+) -> Team:
+    """Record the coach's summary (what later phases see) and advance the phase;
+    `words`, what the coach said closing it in `turn`, come first, in that phase (the
+    turn's end posts no message of a turn that closed a phase: teams.run.turns)."""
     team = locks.team_lock(team)
     if team.status == Team.Status.DONE:  # no second summary, no second team.done webhook
         raise Conflict(f"Team {team.slug!r} is finished: every phase is complete.")
     finished = team.phase
+    if words.strip():
+        services.message_add(
+            team=team, content=words.strip(), author=agent, turn=turn, phase=finished
+        )
     record = "\n".join([f"[Phase {finished} complete] {summary.strip()}", *phase_record(team)])
     services.message_add(team=team, content=record, kind=Message.Kind.PHASE_SUMMARY, author=agent)
     hierarchy.team_plan_add_summary(team=team, phase=finished, summary=summary)

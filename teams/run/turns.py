@@ -345,7 +345,8 @@ def _turn_log(turn: Turn, text: str, outcome, reason: str):
         outcome = Turn.Outcome.PASS
     else:
         outcome = outcome or Turn.Outcome.MESSAGE
-        if text:
+        # A turn that closed its phase: its words were posted before the summary.
+        if text and outcome != Turn.Outcome.PHASE_COMPLETE:
             services.message_add(team=team, content=text, author=agent, turn=turn, phase=turn.phase)
         if outcome == Turn.Outcome.PM_REQUEST:  # a record of the call, not the agent's words
             services.message_add(

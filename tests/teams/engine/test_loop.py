@@ -320,6 +320,26 @@ def test_a_tool_and_its_step_commit_together(team, agents, messages_api, monkeyp
     assert Message.objects.filter(kind="phase_summary").count() == 1
 
 
+def test_what_the_coach_says_closing_a_phase_comes_before_its_summary(team, messages_api):
+    """Bug: the words beside signal_phase_complete were posted at the turn's end, after
+    "Phase advanced to planning", so the conversation read the coach's closing remark
+    as the first line of the next phase. Now they come first, once, in the phase closed."""
+    messages_api(
+        [tool("signal_phase_complete", {"summary": "Scope agreed."}, "toolu_done", say="Closing.")]
+    )
+    team_actions.team_start(team=team)
+    (turn,) = drain(team, limit=1)
+    assert turn.outcome == Turn.Outcome.PHASE_COMPLETE
+    rows = list(team.messages.order_by("id").values_list("kind", "phase", "content"))
+    assert [(kind, phase) for kind, phase, _ in rows] == [
+        ("chat", "refinement"),
+        ("phase_summary", "refinement"),
+        ("system", "planning"),
+    ]
+    assert rows[0][2] == "Closing." and rows[2][2] == "Phase advanced to planning."
+    assert rows[1][2].startswith("[Phase refinement complete] Scope agreed.")
+
+
 def test_the_step_limit_ends_a_turn_as_a_message_not_a_pass(team, messages_api):
     messages_api([tool("peer_discovery", {}, f"toolu_{i}") for i in range(loop.MAX_STEPS)])
     team_actions.team_start(team=team)
