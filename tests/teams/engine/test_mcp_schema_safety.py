@@ -72,7 +72,7 @@ def test_a_pathological_pattern_in_an_approval_is_answered_at_once(team, message
 
 def test_the_worker_calling_the_tool_fetches_nothing(team, messages_api, metadata, settings):
     """A listing kept from before the check (no problem recorded) still never fetches."""
-    settings.LOOM_MCP_TIMEOUT = 3
+    settings.LOOM_MCP_TIMEOUT = 20  # a deadline: a stdio server starts slowly on a busy machine
     server = make_mcp_server(team, approval="auto")
     entry = {"name": "echo", "description": "Echo.", "input_schema": ref_schema(metadata)}
     # Listed already (a turn lists only a server never listed), so the kept entry stands.

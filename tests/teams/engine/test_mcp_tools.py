@@ -17,7 +17,7 @@ from tools import registry
 
 @pytest.fixture
 def fake(team, settings):
-    settings.LOOM_MCP_TIMEOUT = 3
+    settings.LOOM_MCP_TIMEOUT = 20  # a deadline: a stdio server starts slowly on a busy machine
     server = make_mcp_server(team, approval="auto")
     return mcp_client.refresh(server)
 
