@@ -125,21 +125,28 @@ def bands() -> list[tuple[int, str]]:
     return list(BANDS)
 
 
-def recommendation(value: int, breaks: list[str]) -> str:
+def recommendation(value: int, breaks: list[str], *, marks: bool = True) -> str:
     """check_drift's advice for a score, in the bands' words (any chain break keeps an
-    agent off "on track"); context_offload is how Loom compacts a session."""
+    agent off "on track"); context_offload is how Loom compacts a session. The pages
+    ask without `marks`: the words say what the seed's emoji say, and a browser without
+    an emoji font draws an empty box for them."""
     band = meaning(value)
     if band == ON_TRACK_TEXT and not breaks:
-        return f"{MARKS[ON_TRACK_TEXT]} {ON_TRACK_TEXT.capitalize()}. Continue working."
-    if value >= SIGNIFICANT:
-        return (
-            f"⚠ {SOME_DRIFT_TEXT.capitalize()} detected. Consider using {_tool('refocus')} "
+        band, advice = ON_TRACK_TEXT, f"{ON_TRACK_TEXT.capitalize()}. Continue working."
+    elif value >= SIGNIFICANT:
+        band = SOME_DRIFT_TEXT
+        advice = (
+            f"{SOME_DRIFT_TEXT.capitalize()} detected. Consider using {_tool('refocus')} "
             "to update your focus."
         )
-    return (
-        f"{MARKS[SIGNIFICANT_TEXT]} {SIGNIFICANT_TEXT.capitalize()}. Use {_tool('refocus')} "
-        f"to re-focus, or {_tool('reset')} to reset."
-    )
+    else:
+        band = SIGNIFICANT_TEXT
+        advice = (
+            f"{SIGNIFICANT_TEXT.capitalize()}. Use {_tool('refocus')} "
+            f"to re-focus, or {_tool('reset')} to reset."
+        )
+    mark = {SOME_DRIFT_TEXT: "⚠"}.get(band, MARKS[band])  # the seed's own marks
+    return f"{mark} {advice}" if marks else advice
 
 
 def drift_report(agent: Agent) -> str:

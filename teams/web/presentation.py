@@ -43,7 +43,7 @@ def agent_drift(agent: Agent) -> dict:
         "flagged": value < drift.SIGNIFICANT,
         "hierarchy": [[level, getattr(agent, level) or NOT_SET] for level in hierarchy.LEVELS],
         "breaks": breaks,
-        "recommendation": recommendation(value, breaks),
+        "recommendation": recommendation(value, breaks, marks=False),
     }
 
 

@@ -79,6 +79,11 @@ def test_the_advice_speaks_the_bands_words_and_names_the_tools():
     assert recommendation(39, []) == (
         "❌ Significant drift. Use map_context to re-focus, or context_offload to reset."
     )
+    # The pages' words: the same advice without the seed's marks.
+    assert recommendation(39, [], marks=False) == (
+        "Significant drift. Use map_context to re-focus, or context_offload to reset."
+    )
+    assert recommendation(40, [], marks=False).startswith("Some drift detected.")
 
 
 # --- agents over turns, as the engine counts them ------------------------------------
