@@ -337,12 +337,19 @@ class McpServerAdmin(TeamScopedAdmin):
     )
     actions = ("refresh",)
 
+    def get_fields(self, request, obj=None):
+        fields = super().get_fields(request, obj)
+        if request.user.is_superuser:
+            return fields
+        # A PM sees the command without the host's paths (the stored one, which runs, has them).
+        return tuple("command_shown" if f == "command" else f for f in fields)
+
     def get_readonly_fields(self, request, obj=None):
         live = ("health", "listed_at", "tool_list")
         if obj is not None:
             live += ("team", "name")
         if not request.user.is_superuser:
-            live += ("command", "env_vars") + (("transport",) if obj is not None else ())
+            live += ("command_shown", "env_vars") + (("transport",) if obj is not None else ())
         return live
 
     def get_form(self, request, obj=None, change=False, **kwargs):
@@ -350,9 +357,23 @@ class McpServerAdmin(TeamScopedAdmin):
         form.by_superuser = request.user.is_superuser
         return form
 
+    def get_list_display(self, request):
+        if request.user.is_superuser:
+            return self.list_display
+        return tuple("target_shown" if f == "target" else f for f in self.list_display)
+
     @admin.display(description="command or URL")
     def target(self, obj):
         return " ".join(obj.command) if obj.transport == McpServer.Transport.STDIO else obj.url
+
+    @admin.display(description="command or URL")
+    def target_shown(self, obj):
+        """As `target`, for a PM: the command without the host's paths."""
+        return self.command_shown(obj) if obj.transport == McpServer.Transport.STDIO else obj.url
+
+    @admin.display(description="command")
+    def command_shown(self, obj):
+        return " ".join(mcp_servers.mcp_command_shown(server=obj, by_superuser=False)) or "—"
 
     @admin.display(description="health")
     def health(self, obj):

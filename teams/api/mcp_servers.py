@@ -37,8 +37,9 @@ def _server(team: Team, name: str) -> McpServer:
 )
 def mcp_servers_list(request, team: str):
     """The team's MCP servers by name, each with its tools, their policies and its health."""
-    row, _ = _pm_team(request, team, "see the team's MCP servers")
-    return [McpServerOut.of(s) for s in mcp_servers.mcp_servers_of(team=row)]
+    row, superuser = _pm_team(request, team, "see the team's MCP servers")
+    servers = mcp_servers.mcp_servers_of(team=row)
+    return [McpServerOut.of(s, by_superuser=superuser) for s in servers]
 
 
 @router.post(
@@ -54,7 +55,7 @@ def mcp_servers_create(request, team: str, payload: McpServerIn):
     offers them, with no refresh."""
     row, superuser = _pm_team(request, team, "add MCP servers", person=True)
     server = mcp_servers.mcp_server_create(team=row, **payload.model_dump(), by_superuser=superuser)
-    return Status(201, McpServerOut.of(mcp_client.list_at_once(server)))
+    return Status(201, McpServerOut.of(mcp_client.list_at_once(server), by_superuser=superuser))
 
 
 @router.get(
@@ -63,8 +64,8 @@ def mcp_servers_create(request, team: str, payload: McpServerIn):
     operation_id="mcp_servers_get",
 )
 def mcp_servers_get(request, team: str, name: str):
-    row, _ = _pm_team(request, team, "see the team's MCP servers")
-    return McpServerOut.of(_server(row, name))
+    row, superuser = _pm_team(request, team, "see the team's MCP servers")
+    return McpServerOut.of(_server(row, name), by_superuser=superuser)
 
 
 @router.patch(
@@ -82,7 +83,7 @@ def mcp_servers_update(request, team: str, name: str, payload: McpServerPatch):
         changes=payload.model_dump(exclude_unset=True),
         by_superuser=superuser,
     )
-    return McpServerOut.of(mcp_client.list_at_once(server))
+    return McpServerOut.of(mcp_client.list_at_once(server), by_superuser=superuser)
 
 
 @router.delete(
@@ -105,5 +106,5 @@ def mcp_servers_delete(request, team: str, name: str):
 def mcp_servers_refresh(request, team: str, name: str):
     """Connect to the server and list its tools again (within LOOM_MCP_TIMEOUT). A
     server that fails keeps its last listing and is answered unhealthy, saying why."""
-    row, _ = _pm_team(request, team, "refresh MCP servers")
-    return McpServerOut.of(mcp_client.refresh(_server(row, name)))
+    row, superuser = _pm_team(request, team, "refresh MCP servers")
+    return McpServerOut.of(mcp_client.refresh(_server(row, name)), by_superuser=superuser)

@@ -358,7 +358,8 @@ def _said(connection: _Connection) -> str:
 def _reason(spec: _Spec, exc: BaseException) -> str:
     exc = _as_exception(exc)
     if isinstance(exc, FileNotFoundError):
-        return f"no program {spec.command[0]!r} on the Loom host"
+        # Kept on the row PMs read: the program's name, not where the host keeps it.
+        return f"no program {mcp_servers.program_shown(spec.command[0])!r} on the Loom host"
     if isinstance(exc, MCPError):
         text = exc.message
     elif isinstance(exc, ValidationError):

@@ -362,6 +362,26 @@ def mcp_servers_stripped(*, source: Team | None, copy: Team) -> list[str]:
     )
 
 
+# Where a program or file lies on the host (a part of a command, or what follows its
+# "="): the host's layout is not a PM's to see, so a PM is shown the last part only.
+HOST_PATH = re.compile(r"(^|=)(?:~|[A-Za-z]:)?[/\\](?:[^/\\=]*[/\\])*")
+
+
+def mcp_command_shown(*, server: McpServer, by_superuser: bool) -> list[str]:
+    """A stdio server's command as the caller is shown it: whole for a superuser; for a
+    PM without the host's paths (the demo's `/srv/loom/.venv/bin/python -m …` is
+    `python -m …`). The stored command, which runs, keeps them."""
+    command = list(server.command or [])
+    if by_superuser:
+        return command
+    return [program_shown(part) for part in command]
+
+
+def program_shown(part: str) -> str:
+    """One part of a command without the host's paths in it."""
+    return HOST_PATH.sub(r"\1", part) or "…"
+
+
 def connection_fingerprint(server: McpServer) -> str:
     """What a connection to the server depends on (the runtime restarts one whose
     fingerprint changed). Variable names only: their values are added by the runtime."""

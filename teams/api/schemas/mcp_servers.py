@@ -76,7 +76,9 @@ class McpToolOut(BaseModel):
 class McpServerOut(BaseModel):
     name: str
     transport: str
-    command: list[str]
+    command: list[str] = Field(
+        description="stdio: as it runs; to a PM without the host's paths (`python -m …`)."
+    )
     env_vars: list[Name]
     url: str
     header_vars: dict[str, str]
@@ -93,11 +95,12 @@ class McpServerOut(BaseModel):
     updated_at: datetime
 
     @classmethod
-    def of(cls, server: McpServer) -> McpServerOut:
+    def of(cls, server: McpServer, *, by_superuser: bool) -> McpServerOut:
+        """The server as the caller sees it: a PM sees its command without host paths."""
         return cls(
             name=server.name,
             transport=server.transport,
-            command=server.command,
+            command=mcp_servers.mcp_command_shown(server=server, by_superuser=by_superuser),
             env_vars=server.env_vars,
             url=server.url,
             header_vars=server.header_vars,

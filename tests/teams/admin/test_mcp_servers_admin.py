@@ -142,3 +142,23 @@ def test_a_pm_cannot_re_point_a_server_that_carries_host_secrets(pm_client, team
     assert "Only a superuser may change where MCP server" in response.content.decode()
     server.refresh_from_db()
     assert server.url == "https://mcp.example.test/mcp"
+
+
+def test_a_pm_sees_the_demos_command_without_the_hosts_paths(pm_client, admin_client, team):
+    """Issue 33, finding 8: the list and the server's page show a PM `python -m …`; a
+    superuser sees the command that runs, the host's virtualenv Python in it."""
+    import sys
+    from pathlib import Path
+
+    from teams.engine import mcp_demo_server
+
+    server = mcp_demo_server.register(team)
+    change = reverse("admin:teams_mcpserver_change", args=[server.pk])
+    shown = f"{Path(sys.executable).name} -m teams.engine.mcp_demo_server"
+    for page in (pm_client.get(LIST), pm_client.get(change)):
+        text = page.content.decode()
+        assert page.status_code == 200
+        assert shown in text and str(Path(sys.executable).parent) not in text
+    whole = f"{sys.executable} -m teams.engine.mcp_demo_server"
+    assert whole in admin_client.get(LIST).content.decode()
+    assert 'name="command"' in admin_client.get(change).content.decode()

@@ -1,6 +1,9 @@
 """/api/teams/{team}/mcp-servers: the contract (paths, fields, status codes), who may
 add what (stdio: superusers only), and that variable values never show."""
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from teams.models import McpServer
@@ -217,3 +220,27 @@ def test_a_server_added_without_its_tools_is_listed_when_the_next_turn_begins(te
     assert "fake__echo" in api.requests[0].tool_names
     server.refresh_from_db()
     assert server.listed_at is not None
+
+
+def test_a_pm_sees_the_demos_command_without_the_hosts_paths(team, pm_api, root_api):
+    """Issue 33, finding 8: the demo's command runs the host's virtualenv Python; a PM
+    is shown `python -m teams.engine.mcp_demo_server`, a superuser the whole command."""
+    from teams.engine import mcp_demo_server
+
+    server = mcp_demo_server.register(team)
+    program = Path(sys.executable).name
+    listed = pm_api.get(BASE)
+    one = pm_api.get(f"{BASE}/demo")
+    for response in (listed, one):
+        assert str(Path(sys.executable).parent) not in response.content.decode()
+    assert one.json()["command"] == [program, "-m", "teams.engine.mcp_demo_server"]
+    assert listed.json()[0]["command"] == one.json()["command"]
+    changed = pm_api.patch(f"{BASE}/demo", {"approval": "never"})
+    assert changed.json()["command"] == one.json()["command"]
+    assert root_api.get(f"{BASE}/demo").json()["command"] == [
+        sys.executable,
+        "-m",
+        "teams.engine.mcp_demo_server",
+    ]
+    server.refresh_from_db()  # what runs keeps the host's path
+    assert server.command == [sys.executable, "-m", "teams.engine.mcp_demo_server"]

@@ -105,7 +105,7 @@ def test_a_server_that_answers_garbage_fails_within_the_timeout(team, settings, 
 
 def test_a_missing_program_is_a_clear_failure(team):
     server = make_mcp_server(team, command=["/no/such/program-xyz", "--flag"])
-    with pytest.raises(McpUnavailable, match="no program '/no/such/program-xyz'"):
+    with pytest.raises(McpUnavailable, match="no program 'program-xyz' on the Loom host"):
         mcp_client.list_tools(server)
     assert "no program" in fresh(server).error
 
