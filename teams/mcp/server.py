@@ -1,9 +1,10 @@
 """Loom as an MCP server: one MCPServer (the official SDK's) built for each caller.
 
 A PM's token (an account token or a team token) gets the PM's tools; a token bound
-to an agent gets that agent's own tools (the registry's, as the agent loop runs them)
-and read_context, so a program can take the agent's seat. Every tool calls the
-services the REST API calls, with the API's permission checks; a Loom error is a tool
+to an agent gets those of the agent's own tools it can call (the registry's, as the
+agent loop runs them; not MCP servers' tools nor ones that wait for approval) and
+read_context, so a program can take the agent's seat. Every tool calls the services
+the REST API calls, with the API's permission checks; a Loom error is a tool
 error whose text is the API's message. A read-only token gets the reading tools only:
 a writing tool is refused with the reason.
 
@@ -32,7 +33,7 @@ from teams.api.tools import run_tool
 from teams.conversation import pm_requests
 from teams.errors import LoomError, NotFound
 from teams.live.event_payloads import MessageOut, PMRequestOut, TeamStatusOut
-from teams.models import HUMAN_TEXT_LIMIT, Agent, PMRequest, Team
+from teams.models import HUMAN_TEXT_LIMIT, Agent, ApprovalPolicy, PMRequest, Team
 from teams.run import team_actions
 from teams.run.lifecycle import TeamAction
 from tools import registry
@@ -332,11 +333,23 @@ def _request_out(request: PMRequest) -> dict:
 # --- an agent's seat ----------------------------------------------------------------
 
 
+def seat_tools(agent: Agent, team: Team) -> list[type[Tool]]:
+    """The agent's tools a program in its seat can call: the registry's own that run at
+    once. Its team's MCP tools (`<server>__<tool>`) and a tool that waits for the PM's
+    approval run only inside the agent's turn, so listing them would only lead to a
+    refusal."""
+    return [
+        tool
+        for tool in registry.toolset(agent, team)
+        if registry.get(tool.name) is tool and registry.policy(tool, team) == ApprovalPolicy.AUTO
+    ]
+
+
 def agent_server(who: Caller) -> LoomServer:
     agent = Agent.objects.select_related("team").get(pk=who.agent_id)
     team = agent.team
     read_only = _read_only(who)
-    tools = [] if read_only else registry.toolset(agent, team)
+    tools = [] if read_only else seat_tools(agent, team)
     seat = Seat(team, agent, [tool.definition_for(team) for tool in tools])
     refusals = (
         {tool.name: read_only_refusal("run agent tools") for tool in registry.all_tools()}

@@ -17,7 +17,7 @@ from mcp import MCPError
 from teams.conversation import pm_requests
 from teams.models import ApiToken, Message, PMRequest, Team
 from teams.run import team_actions
-from tests.helpers import ApiClient, api_token, make_user
+from tests.helpers import ApiClient, api_token, make_mcp_server, make_user
 from tests.teams.mcp.conftest import (
     IN_PROCESS_URL,
     PM_TOOLS,
@@ -392,3 +392,28 @@ def test_no_agent_tool_shadows_the_seats_own_tools():
     from tools import registry
 
     assert SEAT_TOOLS.isdisjoint(tool.name for tool in registry.all_tools())
+
+
+def test_an_agent_tokens_list_holds_only_the_tools_it_can_call(team, agents, coder_key):
+    """Issue 33, finding 8: the team's MCP tools (`fake__echo`) and a tool that waits for
+    the PM's approval are in the agent's turn toolset, but a program in its seat calls
+    neither (an approval waits inside a turn): they are not listed, and what is listed
+    runs."""
+    from teams.integrations import mcp_servers
+    from tools import registry
+
+    server = make_mcp_server(team, approval="auto")
+    echo = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    mcp_servers.mcp_server_record_tools(
+        server=server, tools=[{"name": "echo", "description": "Echo.", "input_schema": echo}]
+    )
+    Team.objects.filter(pk=team.pk).update(tool_approvals={"file_read": "ask"})
+    team.refresh_from_db()
+    in_turn = {tool.name for tool in registry.toolset(agents["coder"], team)}
+    assert {"fake__echo", "file_read", "peer_message"} <= in_turn
+
+    names = tool_names(coder_key)
+    assert "fake__echo" not in names and "file_read" not in names
+    assert names == in_turn - {"fake__echo", "file_read"} | {"read_context"}
+    sent = call(coder_key, "peer_message", {"to": "reviewer", "content": "PR is up."})
+    assert not sent.is_error and text_of(sent) == "Message sent to reviewer."
