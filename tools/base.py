@@ -52,10 +52,13 @@ class ToolContext:
     # Calls a tool of an MCP server, (server, tool name, arguments) -> a result with
     # .text and .is_error; a failure raises a LoomError. The engine supplies it.
     call_mcp: Callable | None = None
-    # In a replay (teams.engine.replay): the original's result of this turn's next call
-    # of the named tool, for tools that must not act again (run_command answers with it
-    # instead of running its command). None outside a replay. The engine supplies it.
-    replayed: Callable[[str], ToolResult] | None = None
+    # In a replay (teams.engine.replay): the original's result of this call, (tool name,
+    # tool_use_id, writes_files=...) -> result, for tools that must not act again
+    # (run_command answers with it instead of running its command, an MCP tool instead
+    # of calling its server). None outside a replay. The engine supplies it.
+    replayed: Callable[..., ToolResult] | None = None
+    # The id of the call being run (the model's tool_use id); "" outside a turn's call.
+    tool_use_id: str = ""
     # The text of the model's response that carries this call (what the agent says
     # beside it), "" outside a turn. The engine supplies it.
     said: str = ""

@@ -64,7 +64,7 @@ class RunCommand(Tool):
 
     def run(self, params: RunParams, ctx: ToolContext) -> str | ToolResult:
         if ctx.replayed is not None:  # a replay never runs a command again
-            return ctx.replayed(self.name)
+            return ctx.replayed(self.name, ctx.tool_use_id, writes_files=True)
         root = workspace.workspace_root(ctx.team)
         before = changes.snapshot(root)
         result = sandbox.sandbox_run(

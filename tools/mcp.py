@@ -57,6 +57,8 @@ class McpTool(Tool):
         return f"You called {cls.name}{given}; it {outcome}: " + " ".join(result.text.split())[:160]
 
     def run(self, params: McpArguments, ctx: ToolContext) -> ToolResult:
+        if ctx.replayed is not None:  # a replay never calls a server: its record answers
+            return ctx.replayed(self.name, ctx.tool_use_id, writes_files=False)
         arguments = params.model_dump()
         try:
             problem = tool_schemas.arguments_problem(arguments, self.schema)

@@ -185,6 +185,8 @@ def _list_new_mcp_servers(turn: Turn) -> bool:
     """A server added without its tools listed (an API call, the admin, a script) is
     listed before the turn's prompt, so the turn offers its tools with no refresh. The
     claim's stamp says whether one is unlisted: no query for a team without one."""
+    if replaying.get() is not None:  # a replay contacts no server; its copy's listings answer
+        return False
     rows = json.loads(getattr(turn, "prompt_mcp", None) or "[]")
     if not any(row[-1] is None for row in rows):  # each row ends with its listed_at
         return False
@@ -325,7 +327,7 @@ def _call_tool(run: _Run, use: dict, verdict: _Verdict, record) -> ToolResult:
         result = registry.execute(
             use["name"],
             verdict.arguments,
-            run.ctx,
+            replace(run.ctx, tool_use_id=use["id"]),  # a replay finds the call's record by it
             run.tools,
             record=lambda result: record(noted(result)),
         )

@@ -2,9 +2,11 @@
 (teams.history.forking.start_point), runs again turn by turn in this process while Loom
 builds every prompt and runs every tool for real, but no model is asked. Each model
 call is answered with the recorded reply of the same turn and step; each smart
-retrieval with the recorded answer; each consultation with the recorded output. The
-PM's recorded answers are given to the replay's requests in order, and the PM's
-posts are posted before the turn that first read them in the original.
+retrieval with the recorded answer; each consultation with the recorded output; each
+run_command and MCP tool call with the original call's recorded result (no command
+runs, no MCP server is contacted, even for a call the PM approves). The PM's recorded
+answers are given to the replay's requests in order, and the PM's posts are posted
+before the turn that first read them in the original.
 
 Each model step's request is compared with the original's (their digests, teams.
 requests.request_digest, after the replay's own ids of queries, keepers and
@@ -28,7 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from teams import services
-from teams.conversation import pm_requests
+from teams.conversation import approvals, pm_requests
 from teams.engine import loop
 from teams.engine.providers import replaying
 from teams.engine.reply import DEFAULT_MAX_TOKENS, ModelReply
@@ -43,6 +45,7 @@ from teams.history.model_requests import (
 )
 from teams.lib.catalog import Usage
 from teams.models import (
+    DENY,
     Consultation,
     Keeper,
     Message,
@@ -293,12 +296,15 @@ class Replayer:
         data = {k: v for k, v in row.output.items() if k not in ("responder", "timestamp")}
         return StructuredReply(data=data, model=row.model, usage=Usage(), seconds=0.0)
 
-    def recorded_result(self, name: str) -> ToolResult:
-        """The original turn's result of its next call of tool `name` (run_command's:
-        a replay never runs a command again), with the files that call changed in the
-        original written into the replay's workspace (teams.files.changes)."""
+    def recorded_result(self, name: str, tool_use_id: str, *, writes_files: bool) -> ToolResult:
+        """The original's result of this call of tool `name` (run_command's, an MCP
+        tool's: a replay never runs a command or calls a server again), found by its
+        tool_use_id, without the PM's approval notice (the loop adds the replay's own).
+        `writes_files`: the files the call changed in the original are written into the
+        replay's workspace (teams.files.changes). No recorded result: the replay stops
+        at this call, saying why."""
         turn, original = self.current
-        key = (turn.pk, f"tool:{name}")
+        key = (turn.pk, f"tool:{name}", tool_use_id)
         index = self.asked.get(key, 0)
         self.asked[key] = index + 1
         steps = list(
@@ -306,22 +312,28 @@ class Replayer:
             .order_by("index")
             .values_list("content", "created_at")
         )
-        if index >= len(steps) or not steps[index][0]:
-            return ToolResult(
-                f"Error: not run: this replay has no recorded result of {name} for this call, "
-                "and a replay never runs a command itself.",
-                is_error=True,
+        mine = [i for i, (content, _) in enumerate(steps) if _use_id(content) == tool_use_id]
+        if index >= len(mine):
+            reason = (
+                f"turn {original.number} ({turn.agent.name}): the original has no recorded "
+                f"result of {name} for this call, and a replay never calls an MCP server or "
+                "runs a command itself."
             )
-        block = steps[index][0][0]
-        command_files_replay(
-            original=original,
-            team=self.team,
-            agent=turn.agent,
-            turn=turn,
-            after=steps[index - 1][1] if index else None,
-            until=steps[index][1],
-        )
-        return ToolResult(str(block.get("content", "")), is_error=bool(block.get("is_error")))
+            self._diverge(reason)
+            return ToolResult(f"Error: not run: {reason}", is_error=True)
+        position = mine[index]
+        block = steps[position][0][0]
+        if writes_files:
+            command_files_replay(
+                original=original,
+                team=self.team,
+                agent=turn.agent,
+                turn=turn,
+                after=steps[position - 1][1] if position else None,
+                until=steps[position][1],
+            )
+        text = _without_notice(str(block.get("content", "")), original, tool_use_id)
+        return ToolResult(text, is_error=bool(block.get("is_error")))
 
     # --- the run ----------------------------------------------------------------
 
@@ -437,6 +449,24 @@ class Replayer:
             team_actions.team_pause(team=Team.objects.get(pk=self.team.pk))
         except LoomError:
             pass  # not running (waiting for the PM): it stays as it is
+
+
+def _use_id(content) -> str | None:
+    return content[0].get("tool_use_id") if content else None
+
+
+def _without_notice(text: str, original: Turn, tool_use_id: str) -> str:
+    """A recorded result without what the PM's approval put before it in the original
+    (approvals.approved_notice): the replay's loop puts its own there, from the same
+    recorded answer, and the model must read it once."""
+    request = approvals.approval_for(original, tool_use_id)
+    if request is None or request.status != PMRequest.Status.ANSWERED:
+        return text
+    decision, _edited, _note = approvals.approval_outcome(request)
+    if decision == DENY:
+        return text
+    notice = approvals.approved_notice(request, request.arguments or {})
+    return text.removeprefix(notice)
 
 
 def _was_answered(request: PMRequest) -> bool:

@@ -15,8 +15,8 @@ from teams.lib.catalog import OFFLINE_MODEL
 from teams.management.commands.loom_demo import DEMO_SLUG
 from teams.models import Keeper, Message, PMRequest, Replay, Team, Turn, TurnStep
 from teams.run import team_actions
-from tests.fakes.messages_api import Reply
-from tests.helpers import drain
+from tests.fakes.messages_api import Reply, text, tool
+from tests.helpers import drain, per_agent
 
 
 def offline_behind_the_api(request):
@@ -179,3 +179,81 @@ def test_no_worker_runs_a_turn_of_a_team_being_replayed(team, agents):
     row.status = Replay.Status.MATCHED
     row.save()
     assert loop.run_turn(queued.id, "a-worker") is not None
+
+
+# --- MCP calls: answered from the record, the server never contacted --------------
+
+
+@pytest.fixture
+def mcp_recorded(team, mcp_http, messages_api, settings):
+    """Alpha's coder calls `fake__echo` of an HTTP MCP server (the fake, counting the
+    requests it gets) that asks the PM first; the PM approved it with a note; the call
+    ran and the coder read its result. The fake Messages API's record."""
+    from teams.integrations import mcp_servers
+
+    settings.LOOM_MCP_TIMEOUT = 8
+    mcp_servers.mcp_server_create(
+        team=team, name="fake", transport="http", url=mcp_http.url, by_superuser=True
+    )
+    api = messages_api(
+        per_agent(
+            {
+                "coach": [text("Start.")],
+                "researcher": [text("Noted.")],
+                "coder": [
+                    tool("fake__echo", {"text": "hello"}, "toolu_echo", say="To check it."),
+                    text("Echoed."),
+                ],
+                "reviewer": [text("Fine.")],
+            }
+        )
+    )
+    team_actions.team_start(team=team)
+    drain(team)
+    request = PMRequest.objects.get(team=team, kind=PMRequest.Kind.APPROVAL)
+    pm_requests.pm_request_answer(request_id=request.id, answer="Approve", note="Just once.")
+    drain(team, limit=2)
+    return api
+
+
+def _echo_step(team):
+    return TurnStep.objects.get(turn__team=team, tool_name="fake__echo")
+
+
+def test_a_replay_answers_an_approved_mcp_call_from_the_record(team, mcp_http, mcp_recorded):
+    """Issue 33, finding 8: the PM's recorded Approve is given to the replay's request,
+    but the call is answered with the original's result: the server gets 0 requests."""
+    recorded = _echo_step(team).content[0]["content"]
+    assert recorded == "[The PM approved this call. The PM's note: Just once.]\n\nhello"
+    calls, seen = len(mcp_recorded.requests), len(mcp_http.seen_headers)
+    assert seen > 0  # the original run listed the tools and called echo
+
+    row = replay.team_replay(team=team, until_turn=3)
+
+    assert len(mcp_http.seen_headers) == seen  # the MCP server received nothing
+    assert len(mcp_recorded.requests) == calls
+    assert row.status == Replay.Status.STOPPED, row.reason + "\n" + row.diff
+    assert _echo_step(row.team).content[0]["content"] == recorded  # the note said once
+    approval = PMRequest.objects.get(team=row.team, kind=PMRequest.Kind.APPROVAL)
+    assert (approval.status, approval.answer) == (PMRequest.Status.ANSWERED, "Approve")
+
+
+def test_a_replay_without_an_mcp_calls_recorded_result_stops_there(team, mcp_http, mcp_recorded):
+    """No result recorded for the call (its step lost): the replay calls no server, it
+    stops at that turn and says why."""
+    TurnStep.objects.filter(turn__team=team, tool_name="fake__echo").delete()
+    seen = len(mcp_http.seen_headers)
+
+    row = replay.team_replay(team=team)
+
+    assert len(mcp_http.seen_headers) == seen
+    assert row.status == Replay.Status.DIVERGED
+    assert (row.diverged_turn, row.diverged_agent) == (3, "coder")
+    assert row.reason == (
+        "turn 3 (coder): the original has no recorded result of fake__echo for this call, "
+        "and a replay never calls an MCP server or runs a command itself."
+    )
+    step = _echo_step(row.team).content[0]  # the replay's call: refused, not run
+    assert step["is_error"] and step["content"].endswith("\n\nError: not run: " + row.reason)
+    row.team.refresh_from_db()
+    assert row.team.status == Team.Status.PAUSED
