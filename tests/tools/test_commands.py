@@ -5,14 +5,25 @@ recorded; file_edit's one-match rule. The hostile cases are test_commands_hostil
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.utils import timezone
 
 from teams.files import revisions, sandbox, workspace
-from teams.models import DEFAULT_PHASES, Agent, FileRevision, Team, TurnStep, WorkspaceFile
+from teams.models import (
+    DEFAULT_PHASES,
+    Agent,
+    FileRevision,
+    Message,
+    Team,
+    TurnStep,
+    WorkspaceFile,
+)
 from teams.run import team_actions
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain, make_turn, per_agent
+from tests.teams.engine.test_requests_questions import of
 from tests.tools.test_workspace import in_implementation, quiet, tool_results
 from tools import registry
 
@@ -76,6 +87,60 @@ def test_a_coder_runs_pytest_reads_the_failure_fixes_it_and_sees_it_pass(team, m
     coder_requests = [r for r in api.requests if r.agent == "coder"]
     assert "run_command" in coder_requests[0].tool_names
     assert "file_edit" in coder_requests[0].tool_names
+
+
+def request_text(request) -> str:
+    """Every text a request's messages carry, tool results included, real newlines."""
+    parts = []
+    for message in request.body["messages"]:
+        content = message["content"]
+        for block in [{"text": content}] if isinstance(content, str) else content:
+            parts.append(str(block.get("text", block.get("content", ""))))
+    return "\n\n".join(parts)
+
+
+@pytest.mark.usefixtures("sandbox_ready")
+def test_teammates_read_one_line_of_each_command_and_the_runner_reads_its_result(
+    team, messages_api
+):
+    in_implementation(team)
+    api = messages_api(
+        per_agent(
+            {
+                "coach": quiet(2),
+                "researcher": quiet(2),
+                "coder": [
+                    tool(
+                        "file_write",
+                        {"path": "test_ok.py", "content": "def test_ok():\n    pass\n"},
+                    ),
+                    tool(
+                        "run_command", {"command": "python -m pytest -q  test_ok.py"}, "toolu_run"
+                    ),
+                    text("The test passes."),
+                    text("Nothing more."),
+                ],
+                "reviewer": quiet(2),
+            }
+        )
+    )
+    team_actions.team_start(team=team)
+    drain(team, limit=7)
+    line = next(
+        part
+        for part in request_text(of(api, "reviewer")[0]).split("\n\n")
+        if part.startswith("[Loom] coder: ran ")
+    )
+    assert re.fullmatch(
+        r"\[Loom\] coder: ran `python -m pytest -q test_ok.py`: exit code 0 after \d+\.\d s; "
+        r"last line: 1 passed in \d+\.\d+s",
+        line,
+    ), line
+    assert line in request_text(of(api, "coach")[1])  # the coach has the evidence too
+    # The runner read the whole result; its later requests carry its own record, once.
+    later = request_text(of(api, "coder")[3])  # its next turn
+    assert "[Loom] coder: ran" not in later
+    assert later.count("You ran `python -m pytest -q test_ok.py`: exit code 0") == 1
 
 
 @pytest.mark.usefixtures("sandbox_ready")
@@ -227,3 +292,9 @@ def test_a_replay_answers_run_command_from_the_record_and_runs_nothing(messages_
     assert (made.note, made.turn.number) == ("written by a command", 3)
     step = TurnStep.objects.get(turn__team=copy, turn__number=3, tool_name="run_command")
     assert step.content[0]["content"] == recorded
+    # The copy's teammates read the same line of the command as the original's.
+    status = recorded.split("\n")[1]  # "exit code 0 after 0.1 s"
+    said = [(f"ran `{command}`: {status}; last line: ran",)]
+    for each in (team, copy):
+        rows = Message.objects.filter(team=each, kind=Message.Kind.SYSTEM)
+        assert list(rows.values_list("content")) == said
