@@ -212,7 +212,10 @@ class SaveAnchor(Tool):
         return {**definition, "description": definition["description"] + limits}
 
     def run(self, params: SaveAnchorParams, ctx: ToolContext) -> str:
-        services.anchor_save(
+        # The value is not echoed back: the model just wrote it, and the anchors block
+        # of every later prompt shows it whole.
+        before = Anchor.objects.filter(team=ctx.team, key=params.key).values_list("value").first()
+        anchor = services.anchor_save(
             team=ctx.team,
             key=params.key,
             value=params.value,
@@ -221,7 +224,11 @@ class SaveAnchor(Tool):
             phase=ctx.team.phase,
         )
         total = Anchor.objects.filter(team=ctx.team).count()
-        return f'Anchor saved: [{params.key}] = "{params.value}". {total} total anchors.'
+        if before is None:
+            done = "saved"
+        else:
+            done = "kept: it already had this value" if before[0] == anchor.value else "replaced"
+        return f"Anchor {anchor.key} {done} ({total} of {ctx.team.max_anchors})."
 
     @classmethod
     def digest(cls, params: SaveAnchorParams, result: ToolResult) -> str:

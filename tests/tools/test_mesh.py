@@ -158,10 +158,15 @@ class TestSaveAnchor:
             ("9090", "reviewer"),
         ]
 
-    def test_confirms_with_the_count(self, ctx_for):
-        run(ctx_for("coder"), "save_anchor", key="A", value="one")
-        assert run(ctx_for("coder"), "save_anchor", key="B", value="two") == (
-            'Anchor saved: [B] = "two". 2 total anchors.'
+    def test_confirms_with_the_count_and_never_echoes_the_value(self, ctx_for, team):
+        spec = "wordfreq.count(text) returns a dict of lowercased words. " * 17
+        coder = ctx_for("coder")
+        assert run(coder, "save_anchor", key="A", value="one") == "Anchor A saved (1 of 30)."
+        said = run(coder, "save_anchor", key="WORDFREQ_SPEC", value=spec)
+        assert said == "Anchor WORDFREQ_SPEC saved (2 of 30)."
+        assert run(coder, "save_anchor", key="A", value="two") == "Anchor A replaced (2 of 30)."
+        assert run(coder, "save_anchor", key="A", value="two") == (
+            "Anchor A kept: it already had this value (2 of 30)."
         )
 
     def test_survives_compaction(self, ctx_for, team, agents):
@@ -378,7 +383,7 @@ class TestSaveAnchorLimits:
             "(max anchors)."
         )
         assert run(ctx_for("coder"), "save_anchor", key="B", value="three") == (
-            'Anchor saved: [B] = "three". 2 total anchors.'
+            "Anchor B replaced (2 of 2)."
         )
         assert sorted(team.anchors.values_list("key", flat=True)) == ["A", "B"]
 
@@ -391,8 +396,8 @@ class TestSaveAnchorLimits:
             "this value has 11."
         )
         assert not team.anchors.exists()
-        assert run(ctx_for("coder"), "save_anchor", key="A", value="x" * 10).startswith(
-            "Anchor saved"
+        assert run(ctx_for("coder"), "save_anchor", key="A", value="x" * 10) == (
+            "Anchor A saved (1 of 30)."
         )
 
     def test_the_description_suggests_no_secret_and_names_the_teams_limits(self, team):
