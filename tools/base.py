@@ -168,6 +168,17 @@ class Tool:
         return ""
 
     @classmethod
+    def refusal_for(cls, agent: Agent, messages: list[Message]) -> str:
+        """Why this tool can do nothing for `agent` in the request whose history is
+        `messages` (an answer with no question open to it), or "" when it can. The agent
+        loop offers no tool that gives a reason, and answers a call of one with it (no
+        violation: nothing in the agent's role or phase forbids it). The API and an MCP
+        seat run such a tool all the same (a program may know what the history does not
+        show), and the tool's own errors say what is wrong. Read from the history the
+        request shows, so that it costs no statement of its own."""
+        return ""
+
+    @classmethod
     def unavailable_reason(cls, agent: Agent, team: Team) -> str:
         """Why `agent` may not use this tool now, or "" when it may."""
         roles, phase_allowed, phases = cls.access(team)

@@ -70,6 +70,21 @@ class PeerAskQuestion(Tool):
         return f'You asked {target} (query {found[1]}): "{question}"'
 
 
+def no_open_question(tool: str, verb: str, agent, messages: list[Message]) -> str:
+    """Why `tool` (an answer, a forward) can do nothing for `agent` in the history
+    `messages`, or "": its query_id is that of a question put to the agent and still
+    open for it, which its history shows with the reply hint."""
+    for message in messages:
+        if message.kind == Message.Kind.QUERY and message.recipient_id == agent.id:
+            if questions.open_for(message, agent):
+                return ""
+    return (
+        f"{agent.name} has no question open to {verb}: {tool} needs the query_id of a "
+        f"question routed to {agent.name} that is still open (the agent's history shows "
+        "each one with its query_id)."
+    )
+
+
 class AnswerParams(Params):
     query_id: str = Field(
         min_length=1,
@@ -90,6 +105,10 @@ class PeerAnswerQuestion(Tool):
     )
     Params = AnswerParams
     failures_are_results = True
+
+    @classmethod
+    def refusal_for(cls, agent, messages: list[Message]) -> str:
+        return no_open_question(cls.name, "answer", agent, messages)
 
     def run(self, params: AnswerParams, ctx: ToolContext) -> str:
         questions.answer(team=ctx.team, key=params.query_id, answerer=ctx.agent, text=params.answer)
@@ -128,6 +147,10 @@ class PeerForwardQuestion(Tool):
     )
     Params = ForwardParams
     failures_are_results = True
+
+    @classmethod
+    def refusal_for(cls, agent, messages: list[Message]) -> str:
+        return no_open_question(cls.name, "forward", agent, messages)
 
     def run(self, params: ForwardParams, ctx: ToolContext) -> str:
         questions.forward(

@@ -136,13 +136,14 @@ def forget(team=None) -> None:
                 del _kept[key]
 
 
-def turn_toolset(agent, team, stamp: tuple[str, str] | None = None):
+def turn_toolset(agent, team, stamp: tuple[str, str] | None = None, messages=None):
     """(toolset, definitions) for the agent's turn. With `stamp` (the stamps of the
     team's MCP servers and consultants its claim read: teams.engine.prompts.Claimed)
     the team's tools and definitions are built once per process while it and the
-    team's settings stay the same; without, built afresh."""
+    team's settings stay the same; without, built afresh. With `messages` (the turn's
+    history) the tools that can do nothing in it are left out (Tool.refusal_for)."""
     if stamp is None:
-        tools = toolset(agent, team)
+        tools = _useful(toolset(agent, team), agent, messages)
         return tools, definitions(tools, team)
     key = (team.pk, stamp, _team_settings(team))
     with _kept_lock:
@@ -159,7 +160,14 @@ def turn_toolset(agent, team, stamp: tuple[str, str] | None = None):
                 while len(_kept) > KEPT_TOOLSETS:
                     _kept.popitem(last=False)
     tools = [tool for tool in kept[0] if tool.available_to(agent, team)]
+    tools = _useful(tools, agent, messages)
     return tools, [kept[1][tool] for tool in tools]
+
+
+def _useful(tools: list[type[Tool]], agent, messages) -> list[type[Tool]]:
+    if messages is None:
+        return tools
+    return [tool for tool in tools if not tool.refusal_for(agent, messages)]
 
 
 def _team_settings(team) -> tuple:
@@ -255,8 +263,10 @@ def state_refusal(tool: type[Tool], team: Team) -> str:
 
 def _execute(tool, name: str, arguments, ctx: ToolContext, allowed) -> ToolResult:
     if tool is not None and allowed is not None and tool not in allowed:
-        refused = tool.refusal(ctx.team)
-        if refused:  # nobody on the team can use it now: not the agent's fault
+        # Nobody on the team can use it now, or it can do nothing in this request (no
+        # question open to answer): not the agent's fault.
+        refused = tool.refusal(ctx.team) or tool.refusal_for(ctx.agent, ctx.messages)
+        if refused:
             return ToolResult(f"Error: {refused}", is_error=True)
     if tool is None or (allowed is not None and tool not in allowed):
         if tool is not None:  # its role or phase does not allow it: a violation (seed 004)

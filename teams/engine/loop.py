@@ -227,7 +227,7 @@ def execute(turn: Turn, worker: str) -> None:
     )
     if turn.attempts == 1:
         prompt = _offload_when_over_budget(turn, prompt)
-    tools, definitions = _turn_tools(agent, team, claimed)
+    tools, definitions = _turn_tools(agent, team, claimed, prompt.snapshot)
     run = _Run(
         turn=turn,
         worker=worker,
@@ -419,11 +419,12 @@ def _noted(notice: str, result: ToolResult) -> ToolResult:
     return replace(result, text=notice + result.text) if notice else result
 
 
-def _turn_tools(agent: Agent, team: Team, claimed: claims.Claimed | None = None):
+def _turn_tools(agent: Agent, team: Team, claimed: claims.Claimed | None = None, messages=None):
     """The agent's tools now and their definitions, the last marked for the cache (as
-    this process built them while what the turn's claim read of them is unchanged)."""
+    this process built them while what the turn's claim read of them is unchanged);
+    with `messages`, the turn's history, only those that can do something in it."""
     stamp = claimed.tools if claimed is not None and history_kept.KEEP_HISTORY else None
-    tools, definitions = registry.turn_toolset(agent, team, stamp)
+    tools, definitions = registry.turn_toolset(agent, team, stamp, messages)
     if definitions:
         definitions[-1] = {**definitions[-1], "cache_control": {"type": "ephemeral"}}
     return tools, definitions

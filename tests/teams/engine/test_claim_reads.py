@@ -43,7 +43,7 @@ def _request(turn: Turn, claimed) -> str:
     prompt = prompts.build(
         turn.agent, turn.team, until_id=turn.snapshot_message_id, phase=turn.phase, claimed=claimed
     )
-    _, definitions = loop._turn_tools(turn.agent, turn.team, claimed)
+    _, definitions = loop._turn_tools(turn.agent, turn.team, claimed, prompt.snapshot)
     return json.dumps(
         {
             "system": prompt.system,

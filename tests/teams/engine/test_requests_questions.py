@@ -172,6 +172,62 @@ def test_no_request_after_an_answer_invites_one(team, messages_api):
     assert later and all(f"[Answer from coder | Query: {key}]" not in history(r) for r in later)
 
 
+REPLIES = {PeerAnswerQuestion.name, PeerForwardQuestion.name}
+
+
+def test_answer_and_forward_are_offered_only_while_a_question_is_open_to_the_agent(
+    team, agents, messages_api
+):
+    """Their query_id cannot be known without a question routed to the agent: they are
+    offered with one, and a call of one without is answered with why (no violation)."""
+    api = messages_api(
+        per_agent(
+            {
+                "coach": [text("Go."), text("Go on.")],
+                "researcher": [
+                    tool(PeerAskQuestion.name, {"question": "Which parser?", "target": "coder"}),
+                    text("Asked."),
+                    text("Thanks."),
+                ],
+                "coder": [
+                    lambda r: tool(
+                        PeerAnswerQuestion.name, {"query_id": key_in(r), "answer": "LALR."}
+                    ),
+                    text("Answered."),
+                    tool(
+                        PeerAnswerQuestion.name,
+                        {"query_id": "q-1", "answer": "Again."},
+                        "toolu_again",
+                    ),
+                    text("Nothing more."),
+                ],
+                "reviewer": [text("Ok.")],
+            }
+        )
+    )
+    team_actions.team_start(team=team)
+    drain(team, limit=7)  # coach, researcher (asks), coder (answers), reviewer, ..., coder
+    offered = {(r.agent, i): REPLIES & set(r.tool_names) for i, r in enumerate(api.requests)}
+    coder = of(api, "coder")
+    assert REPLIES <= set(coder[0].tool_names)  # the question is open to it
+    assert not REPLIES & set(coder[2].tool_names)  # its next turn: answered, none open
+    assert all(not names for (agent, _), names in offered.items() if agent != "coder")
+    result = next(
+        block
+        for message in coder[3].body["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("tool_use_id") == "toolu_again"
+    )
+    assert result["is_error"] and result["content"] == (
+        "Error: coder has no question open to answer: peer_answer_question needs the query_id "
+        "of a question routed to coder that is still open (the agent's history shows each one "
+        "with its query_id)."
+    )
+    agents["coder"].refresh_from_db()
+    assert agents["coder"].violations == 0
+
+
 def test_a_forwarded_away_question_leaves_the_forwarders_requests(team, messages_api):
     api = messages_api(
         per_agent(
