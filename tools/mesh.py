@@ -89,7 +89,7 @@ class DeclareIntent(Tool):
                 levels.append(f'{level.capitalize()} kept: "{current}".')
             else:
                 levels.append(f"{level.capitalize()}: (not set).")
-        return " ".join(levels) + f" Drift score: {agent.drift_score}/100."
+        return " ".join(levels) + f" Drift score: {drift.score_text(agent)}."
 
     @classmethod
     def digest(cls, params: DeclareIntentParams, result: ToolResult) -> str:
@@ -126,7 +126,7 @@ class MapContext(Tool):
         )
         return (
             f'{params.level.capitalize()} updated: "{params.content}". '
-            f"Drift score: {agent.drift_score}/100."
+            f"Drift score: {drift.score_text(agent)}."
         )
 
     @classmethod
@@ -163,6 +163,9 @@ class ScanHierarchy(Tool):
             "metrics": {
                 "turns": agent.turns,
                 "drift_score": score(agent),
+                "drift_lowered_by": [
+                    f"{why} (-{points})" for points, why in drift.deductions(agent)
+                ],
                 "files_touched": len(agent.files_touched or []),
                 "context_updates": agent.context_updates,
             },
@@ -257,7 +260,7 @@ class ThinkBack(Tool):
                 lines.append(f"{level.capitalize()}: {getattr(agent, level)}")
         files = list(agent.files_touched or [])
         lines += ["", "## Session Health"]
-        lines.append(f"Turns: {agent.turns} | Drift: {score(agent)}/100")
+        lines.append(f"Turns: {agent.turns} | Drift: {drift.score_text(agent)}")
         lines.append(f"Files touched: {len(files)}")
         lines.append(f"Context updates: {agent.context_updates}")
         breaks = chain_breaks(agent)

@@ -96,18 +96,41 @@ def turns_since_update(agent: Agent) -> int:
     return max(0, agent.turns - agent.last_context_update_turn)
 
 
+def deductions(agent: Agent) -> list[tuple[int, str]]:
+    """What lowers the agent's score: (points, why, in words to the agent), in the
+    formula's order (the module docstring)."""
+    found = []
+    if not agent.trajectory:
+        found.append((NO_TRAJECTORY, "no trajectory is set"))
+    if agent.tactic and not agent.trajectory:
+        found.append((CHAIN_BREAK, "your tactic has no trajectory above it"))
+    if agent.action and not agent.tactic:
+        found.append((CHAIN_BREAK, "your tactic is not set in this phase, under your action"))
+    since = turns_since_update(agent)
+    stale = max(0, since - STALE_GRACE)
+    if stale:
+        points = min(STALE_MAX, STALE_TURN * stale)
+        found.append((points, f"{since} turns since you last updated your intent"))
+    if agent.violations:
+        points = min(VIOLATION_MAX, VIOLATION * agent.violations)
+        calls = "call" if agent.violations == 1 else "calls"
+        found.append((points, f"{agent.violations} tool {calls} your role or phase does not allow"))
+    if agent.files_touched and not agent.action and stale:
+        found.append((UNPLACED_FILES, "files touched with no action set"))
+    return found
+
+
 def score(agent: Agent) -> int:
     """The agent's drift score, 0-100 (the formula is in the module docstring)."""
-    value = 100
-    if not agent.trajectory:
-        value -= NO_TRAJECTORY
-    value -= CHAIN_BREAK * len(chain_breaks(agent))
-    stale = max(0, turns_since_update(agent) - STALE_GRACE)
-    value -= min(STALE_MAX, STALE_TURN * stale)
-    value -= min(VIOLATION_MAX, VIOLATION * agent.violations)
-    if agent.files_touched and not agent.action and stale:
-        value -= UNPLACED_FILES
-    return max(0, min(100, value))
+    return max(0, min(100, 100 - sum(points for points, _ in deductions(agent))))
+
+
+def score_text(agent: Agent) -> str:
+    """The score as a result reports it to the agent, with what lowers it: "85/100: your
+    tactic is not set in this phase, under your action (-15)"; a full score is "100/100"."""
+    found = deductions(agent)
+    reasons = "; ".join(f"{why} (-{points})" for points, why in found)
+    return f"{score(agent)}/100" + (f": {reasons}" if reasons else "")
 
 
 def meaning(value: int) -> str:
@@ -155,7 +178,11 @@ def drift_report(agent: Agent) -> str:
     too)."""
     value = score(agent)
     breaks = chain_breaks(agent)
-    lines = ["=== DRIFT REPORT ===", "", f"{MARKS[meaning(value)]} Drift Score: {value}/100", ""]
+    lines = ["=== DRIFT REPORT ===", "", f"{MARKS[meaning(value)]} Drift Score: {value}/100"]
+    found = deductions(agent)
+    if found:  # what the agent can act on, the formula's terms in its words
+        lines.append("Lowered by: " + "; ".join(f"{why} (-{points})" for points, why in found))
+    lines.append("")
     lines.append("## Trajectory Alignment")
     if agent.trajectory:
         lines.append(f"Original: {agent.trajectory}")

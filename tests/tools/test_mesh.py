@@ -122,6 +122,10 @@ class TestScanHierarchy:
         assert metrics == {
             "turns": 4,
             "drift_score": 84,  # 100 - 3 x (4 - 2) stale turns - 10 for files with no action
+            "drift_lowered_by": [
+                "4 turns since you last updated your intent (-6)",
+                "files touched with no action set (-10)",
+            ],
             "files_touched": 1,
             "context_updates": 1,
         }
@@ -212,7 +216,10 @@ class TestThinkBack:
         run(ctx_for("coder"), "declare_intent", trajectory="Build the parser")
         Agent.objects.filter(pk=agents["coder"].pk).update(turns=3)
         text_ = run(ctx_for("coder"), "think_back")
-        assert "## Session Health\nTurns: 3 | Drift: 97/100\nFiles touched: 0\n" in text_
+        assert (
+            "## Session Health\nTurns: 3 | Drift: 97/100: 3 turns since you last updated your "
+            "intent (-3)\nFiles touched: 0\n"
+        ) in text_
         assert "Context updates: 1" in text_
 
     def test_anchors(self, ctx_for, team):
@@ -318,6 +325,23 @@ def test_workflow_anchor_think_back_drift_check(ctx_for, team, agents):
     assert "⚠ Violations: 1" in report
     assert "⚠ Some drift detected." in report or "❌ Significant drift." in report
     assert fresh(agents["coder"]).violations == 1
+
+
+def test_a_drift_score_below_100_says_what_lowers_it(ctx_for, agents):
+    run(ctx_for("coder"), "declare_intent", trajectory="Write wordfreq.py")
+    assert run(ctx_for("coder"), "map_context", level="action", content="Write the tests") == (
+        'Action updated: "Write the tests". Drift score: 85/100: your tactic is not set in this '
+        "phase, under your action (-15)."
+    )
+    assert run(ctx_for("coder"), "map_context", level="tactic", content="Tests first") == (
+        'Tactic updated: "Tests first". Drift score: 100/100.'
+    )
+    Agent.objects.filter(pk=agents["coder"].pk).update(turns=5, violations=1)
+    report = run(ctx_for("coder"), "check_drift")
+    assert (
+        "✅ Drift Score: 81/100\nLowered by: 5 turns since you last updated your intent (-9); "
+        "1 tool call your role or phase does not allow (-10)\n\n## Trajectory Alignment"
+    ) in report
 
 
 def test_declare_intent_keeps_the_levels_under_it_unless_replaced(ctx_for, agents):
