@@ -64,8 +64,8 @@ class DeclareIntent(Tool):
     name = "declare_intent"
     description = (
         "Declare what you are working on: your trajectory, the goal you will pursue. "
-        "Loom declares a trajectory for you when each phase begins, from your role, the "
-        "team's goal and the phase; call this when you begin your own work in the phase, "
+        "Loom declares a trajectory for you when each phase begins, from your role's work "
+        "in the phase; call this when you begin your own work in the phase, "
         "or when your goal changes, to say it in your own words. Your tactic and action "
         "stay as they are unless you give new ones here. The PM sees a drift score "
         "computed from these levels and how recently you updated them."

@@ -7,9 +7,10 @@ one team. Its id is `<team>/<agent>`, its mode the team's current phase, its sta
 the team's status, its role the agent's role.
 
 Invariants:
-- Every agent starts each phase with a trajectory: Loom declares one from its role,
-  the goal and the phase (agent_phase_begin) unless the agent already declared its
-  own for that phase; `Agent.trajectory_phase` names the phase a trajectory is for.
+- Every agent starts each phase with a trajectory: Loom declares one from its role's
+  work in the phase (agent_phase_begin) unless the agent already declared its own for
+  that phase, and says so once when it replaces the agent's own from an earlier phase;
+  `Agent.trajectory_phase` names the phase a trajectory is for.
 - A new phase clears tactic and action (they placed the previous phase's work);
   declare_intent and map_context change only the levels they are given.
 - Every write of a level, Loom's declaration included, counts as a context update at
@@ -32,7 +33,10 @@ from teams.services import agent_intent_publish, human_text_check
 
 LEVELS = ("trajectory", "tactic", "action")
 PLAN_HEADING = "## Plan"
-GOAL_SHOWN = 80  # the goal is in every request already: the trajectory names it briefly
+# Loom's trajectory is whole in the cue's intent line (teams.engine.cues shows each level
+# up to 200 characters): a longer phase line is shortened at a sentence or word end.
+TRAJECTORY_SHOWN = 200
+REPLACED_SHOWN = 120  # of the agent's own trajectory, quoted when Loom replaces it
 
 
 def has_session(agent: Agent) -> bool:
@@ -105,32 +109,66 @@ def agent_map_context(*, agent: Agent, level: str, content: str) -> Agent:
     return _level_update(agent, values)
 
 
+def whole(text: str, limit: int) -> str:
+    """`text` on one line, whole when it fits; else cut after its last sentence (or
+    clause) that fits, or else after a word, and marked "…": never mid-word."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    for end in (". ", "; "):
+        at = cut.rfind(end)
+        if at >= limit // 2:  # a sentence ends whole; a clause is marked as cut
+            return cut[: at + 1] if end == ". " else cut[:at] + "…"
+    space = cut.rfind(" ")
+    return (cut[:space] if space > 0 else cut).rstrip(" ,;:") + "…"
+
+
 def phase_trajectory(*, team: Team, role: str, phase: str) -> str:
-    """The trajectory Loom declares for a role in a phase: '<goal, shortened> — as
-    <role> in <phase>: <the role's line for the phase>'."""
-    goal = " ".join((team.goal or "").split()).rstrip(".")
-    if len(goal) > GOAL_SHOWN:
-        cut = goal[: GOAL_SHOWN - 1]
-        space = cut.rfind(" ")
-        goal = (cut[:space] if space >= GOAL_SHOWN * 3 // 4 else cut).rstrip(" ,;:") + "…"
-    line = phase_line(team, phase, role)
-    text = f"as {role} in {phase}" + (f": {line}" if line else "")
-    return f"{goal} — {text}" if goal else text[0].upper() + text[1:]
+    """The trajectory Loom declares for a role in a phase: 'As <role> in <phase>: <the
+    role's line for the phase>'. Only the phase's own work: the goal (in every request
+    already) would read as this phase's aim in a review ("Write wordfreq.py")."""
+    line = phase_line(team, phase, role) or "work towards the team's goal"
+    return whole(f"As {role} in {phase}: {line}", TRAJECTORY_SHOWN)
+
+
+def _was_own(agent: Agent, team: Team) -> bool:
+    """Was the agent's trajectory its own (declare_intent, map_context), not Loom's for
+    the phase it was for? Loom's earlier wording ("<goal> — as coder in planning: …")
+    counts as Loom's."""
+    if not agent.trajectory or not agent.trajectory_phase:
+        return False
+    before = agent.trajectory_phase
+    loom = phase_trajectory(team=team, role=agent.role, phase=before)
+    return agent.trajectory != loom and f"— as {agent.role} in {before}" not in agent.trajectory
+
+
+def replaced_line(own: str, before: str, phase: str) -> str:
+    """The cue's line when Loom's trajectory for `phase` replaced the agent's own."""
+    return (
+        f"[Loom] The {phase} phase began, and Loom set your trajectory for it (above). Your "
+        f'own, "{whole(own, REPLACED_SHOWN)}", was for {before}: declare it again with '
+        f"{drift.ADVICE_TOOLS['declare'] or 'your mesh tools'} if it still fits."
+    )
 
 
 def agent_phase_begin(*, agent: Agent, team: Team, phase: str) -> Agent:
     """Begin `phase` for the agent, at the start of each of its turns before its prompt
     is built. Nothing happens when its trajectory is already for this phase (Loom's or
     its own: declare_intent and map_context record the phase). Otherwise Loom declares
-    one from its role, the goal and the phase (phase_trajectory), and clears the tactic
+    one from its role and the phase (phase_trajectory), and clears the tactic
     and action: they placed the previous phase's work, and the agent sets new ones
     with map_context or declare_intent. The declaration counts as a context update
     at the agent's current turn, so an agent that only talks is not scored as drifting.
 
-    One UPDATE at most, guarded by the phase so a concurrent call counts once; the
-    caller's copy is brought up to date."""
+    When the trajectory it replaces was the agent's own, the caller's copy carries
+    `replaced_trajectory`, the line that tells the agent so (replaced_line), for this
+    turn's cue only. One UPDATE at most, guarded by the phase so a concurrent call
+    counts once; the caller's copy is brought up to date."""
     if agent.trajectory_phase == phase:
         return agent
+    if _was_own(agent, team):  # said once, in this turn's cue (teams.engine.cues)
+        agent.replaced_trajectory = replaced_line(agent.trajectory, agent.trajectory_phase, phase)
     agent.trajectory = phase_trajectory(team=team, role=agent.role, phase=phase)
     agent.tactic = agent.action = ""
     agent.trajectory_phase = phase

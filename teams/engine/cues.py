@@ -129,7 +129,10 @@ def intent_line(agent: Agent) -> str:
     if not any(levels):
         return ""
     shown = " → ".join(_brief(level) or "(not set)" for level in levels)
-    return f"Your intent (trajectory → tactic → action): {shown}"
+    line = f"Your intent (trajectory → tactic → action): {shown}"
+    # Loom's trajectory for a new phase replaced the agent's own on this turn: say so once.
+    replaced = getattr(agent, "replaced_trajectory", "")
+    return f"{line}\n{replaced}" if replaced else line
 
 
 def tail(

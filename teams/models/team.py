@@ -279,7 +279,7 @@ class Agent(models.Model):
     tactic = models.TextField(blank=True, validators=[human_text])
     action = models.TextField(blank=True, validators=[human_text])
     # The phase the trajectory is for: each phase begins with one Loom declares from
-    # the role, the goal and the phase (teams.conversation.hierarchy), which the agent may refine.
+    # the role's work in the phase (teams.conversation.hierarchy), which the agent may refine.
     trajectory_phase = models.CharField(max_length=60, blank=True)
     # Metrics.
     turns = models.PositiveIntegerField(default=0)

@@ -5,6 +5,7 @@ import pytest
 
 from teams.conversation import hierarchy
 from teams.conversation.hierarchy import agent_declare_intent, agent_map_context
+from teams.conversation.phase_guide import phase_line
 from teams.errors import InvalidInput
 from teams.models import PLAN_LIMIT, Agent, Anchor, Team
 from teams.run import team_actions
@@ -66,19 +67,21 @@ def test_a_full_plan_keeps_what_it_has(team, agents):
 # --- each phase begins with Loom's trajectory -----------------------------------------
 
 
-def test_phase_trajectory_from_the_goal_the_role_and_the_phase(team):
-    team.goal = "Ship the parser.\nIt reads  markdown."
-    assert hierarchy.phase_trajectory(team=team, role="coder", phase="planning") == (
-        "Ship the parser. It reads markdown — as coder in planning: break the work into "
-        "tasks you can build and estimate them"
-    )
-    team.goal = "x" * 500
-    long = hierarchy.phase_trajectory(team=team, role="tester", phase="qa")
-    assert long.startswith("x" * (hierarchy.GOAL_SHOWN - 1) + "… — as tester in qa: ")
-    team.goal = ""
+def test_phase_trajectory_is_the_phases_own_work_and_whole(team):
+    team.goal = "Write wordfreq.py.\nIt counts  words."
+    review = hierarchy.phase_trajectory(team=team, role="coder", phase="code-review")
+    assert review == "As coder in code-review: " + phase_line(team, "code-review", "coder")
+    assert "wordfreq" not in review and "…" not in review
     assert hierarchy.phase_trajectory(team=team, role="coach", phase="refinement").startswith(
         "As coach in refinement: draw out what the goal means"
     )
+    # A team's own long line is shortened after a sentence, never mid-word.
+    first = "Read every file the coder wrote and run the tests yourself before you say a word."
+    team.phase_guide = {"qa": {"tester": f"{first} {'Then check each edge case listed. ' * 6}"}}
+    shortened = hierarchy.phase_trajectory(team=team, role="tester", phase="qa")
+    assert shortened == f"As tester in qa: {first}" + " Then check each edge case listed." * 2
+    assert len(shortened) <= hierarchy.TRAJECTORY_SHOWN
+    assert hierarchy.whole("word " * 60, 50) == ("word " * 9).strip() + "…"
 
 
 def test_agent_phase_begin_declares_once_per_phase(team, agents, django_assert_num_queries):
@@ -93,7 +96,7 @@ def test_agent_phase_begin_declares_once_per_phase(team, agents, django_assert_n
         hierarchy.agent_phase_begin(agent=coder, team=team, phase="planning")
     stored = Agent.objects.get(pk=coder.pk)
     for row in (coder, stored):
-        assert row.trajectory.startswith("Ship the parser — as coder in planning: ")
+        assert row.trajectory.startswith("As coder in planning: ")
         assert (row.tactic, row.action, row.trajectory_phase) == ("", "", "planning")
         assert (row.context_updates, row.last_context_update_turn, row.drift_score) == (1, 5, 100)
     with django_assert_num_queries(0):
@@ -115,7 +118,27 @@ def test_the_agents_own_trajectory_for_the_phase_is_kept(team, agents):
     hierarchy.agent_phase_begin(agent=coder, team=team, phase="refinement")
     assert Agent.objects.get(pk=coder.pk).trajectory == "Build the tokenizer"
     hierarchy.agent_phase_begin(agent=coder, team=team, phase="planning")
-    assert "— as coder in planning: " in Agent.objects.get(pk=coder.pk).trajectory
+    assert Agent.objects.get(pk=coder.pk).trajectory.startswith("As coder in planning: ")
+    # The caller's copy carries the one line that tells the agent, for its turn's cue.
+    assert coder.replaced_trajectory == (
+        "[Loom] The planning phase began, and Loom set your trajectory for it (above). Your "
+        'own, "Build the tokenizer", was for refinement: declare it again with declare_intent '
+        "if it still fits."
+    )
+
+
+def test_replacing_looms_own_trajectory_says_nothing(team, agents):
+    coder = agents["coder"]
+    hierarchy.agent_phase_begin(agent=coder, team=team, phase="refinement")
+    hierarchy.agent_phase_begin(agent=coder, team=team, phase="planning")
+    assert not hasattr(coder, "replaced_trajectory")
+    old = Agent.objects.get(pk=coder.pk)  # Loom's earlier wording is Loom's too
+    Agent.objects.filter(pk=old.pk).update(
+        trajectory="Ship it — as coder in planning: break the work", trajectory_phase="planning"
+    )
+    old.refresh_from_db()
+    hierarchy.agent_phase_begin(agent=old, team=team, phase="implementation")
+    assert not hasattr(old, "replaced_trajectory")
 
 
 def test_a_trajectory_mapped_by_the_agent_is_its_own_for_the_phase(team, agents):

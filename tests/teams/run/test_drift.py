@@ -104,8 +104,8 @@ def take_turns(agent: Agent, n: int, phase: str, *, violation_each_turn=False) -
 @pytest.mark.django_db
 def test_an_agent_that_only_talks_stays_on_track(agents):
     coder = take_turns(agents["coder"], 6, "refinement")
-    assert coder.trajectory.endswith(
-        "as coder in refinement: say what is feasible and what would be costly to build"
+    assert coder.trajectory == (
+        "As coder in refinement: say what is feasible and what would be costly to build"
     )
     assert (coder.drift_score, meaning(coder.drift_score)) == (88, "on track")  # - 3 x 4
     coder = take_turns(coder, 20, "refinement")
