@@ -221,12 +221,12 @@ ANCHORS_INSTRUCTION = (
 
 def anchors_block(team: Team, anchors: list[Anchor] | None = None) -> str:
     """The anchors in their documented format, each with who pinned it and in which
-    phase; empty when the team has no anchors (`anchors`: its anchors by key, when
-    read)."""
+    phase before its value (after it, the words read as the value's own last line);
+    empty when the team has no anchors (`anchors`: its anchors by key, when read)."""
     if anchors is None:
         anchors = Anchor.objects.filter(team=team).order_by("key")
     lines = [
-        f"  [{a.key}]: {a.value} (pinned by {hierarchy.anchor_source_text(a)})" for a in anchors
+        f"  [{a.key}] (pinned by {hierarchy.anchor_source_text(a)}): {a.value}" for a in anchors
     ]
     if not lines:
         return ""

@@ -66,8 +66,8 @@ class TestAnchors:
         services.anchor_save(team=team, key="DB", value="PostgreSQL")
         services.anchor_save(team=team, key="API_PORT", value="8080")
         assert anchors_block(team) == (
-            f"{BLOCK_HEAD}\n  [API_PORT]: 8080 (pinned by the PM)\n"
-            "  [DB]: PostgreSQL (pinned by the PM)\n</immutable-anchors>"
+            f"{BLOCK_HEAD}\n  [API_PORT] (pinned by the PM): 8080\n"
+            "  [DB] (pinned by the PM): PostgreSQL\n</immutable-anchors>"
         )
 
     def test_block_has_its_tags_in_every_agents_system_prompt(self, team, agents):
@@ -85,7 +85,7 @@ class TestAnchors:
         keepers.offload(agent=agents["coder"], messages=history, topic="everything")
         after = prompts.build(agents["coder"], team)
         assert "Talk 3" not in str(after.messages)
-        assert "  [DB]: PostgreSQL" in "\n".join(b["text"] for b in after.system)
+        assert "  [DB] (pinned by the PM): PostgreSQL" in "\n".join(b["text"] for b in after.system)
 
 
 # --- scan_hierarchy (6) ----------------------------------------------------------
@@ -185,7 +185,9 @@ class TestSaveAnchor:
     def test_the_next_system_prompt_carries_it(self, ctx_for, team, agents):
         run(ctx_for("coder"), "save_anchor", key="DB", value="PostgreSQL")
         system = "\n".join(b["text"] for b in prompts.build(agents["reviewer"], team).system)
-        assert BLOCK_HEAD in system and "  [DB]: PostgreSQL" in system
+        assert (
+            BLOCK_HEAD in system and "  [DB] (pinned by coder in refinement): PostgreSQL" in system
+        )
 
     def test_a_bad_key_is_an_error_and_saves_nothing(self, ctx_for, team):
         result = registry.execute(
@@ -392,7 +394,7 @@ class TestSaveAnchorLimits:
         anchor = team.anchors.get(key="db-engine")
         assert (anchor.source, anchor.updated_by, anchor.phase) == ("agent", "coder", "refinement")
         assert hierarchy.anchor_source_text(anchor) == "coder in refinement"
-        assert "  [db-engine]: PostgreSQL 16 (pinned by coder in refinement)" in anchors_block(team)
+        assert "  [db-engine] (pinned by coder in refinement): PostgreSQL 16" in anchors_block(team)
 
     def test_a_new_key_over_the_cap_is_refused_naming_the_cap(self, ctx_for, team):
         team.max_anchors = 2
@@ -510,7 +512,7 @@ def test_a_saved_anchor_reaches_every_agent_and_check_drift_reaches_the_model(te
         by_agent.setdefault(request.agent, request)
     assert set(by_agent) == {"coach", "researcher", "coder", "reviewer"}
     for request in by_agent.values():
-        assert "  [FORMAT]: HTML only" in request.system_text
+        assert "  [FORMAT] (pinned by coach in implementation): HTML only" in request.system_text
     researcher = [r for r in api.requests if r.agent == "researcher"]
     drift_result = next(
         b

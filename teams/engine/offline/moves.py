@@ -281,7 +281,7 @@ def coach(r: Reading) -> Move | None:
     if r.offered(SaveAnchor):
         word = pm_said(r.history)
         # Pinned already (by the coach, or by the PM with "pin as anchor")?
-        if word and f"]: {word} (pinned by" not in r.system_text:
+        if word and f"): {word}\n" not in r.system_text:
             return r.call(SaveAnchor, {"key": said.PM_ANCHOR, "value": word})
     # The coach asks once it has heard the team out twice (its third line).
     if AskPm.name in r.tool_names and not r.pm_seen and r.spoken >= 2:

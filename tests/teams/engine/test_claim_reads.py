@@ -82,7 +82,7 @@ def test_a_steady_turn_reads_only_its_historys_ids_and_new_rows(team, agents):
     with CaptureQueriesContext(connection) as read:
         request = _request(turn, claims.claimed(turn))
     assert len(read.captured_queries) == 2, [q["sql"][:80] for q in read.captured_queries]
-    assert "Second point" in request and "[db]: PostgreSQL" in request
+    assert "Second point" in request and "[db] (pinned by the PM): PostgreSQL" in request
     with mock.patch.object(history_kept, "KEEP_HISTORY", False):
         assert _request(turn, None) == request
 
@@ -125,12 +125,12 @@ def test_a_claim_reads_the_roster_and_the_previous_snapshot_as_build_does(team, 
 def test_an_anchor_pinned_changed_or_deleted_between_turns_is_in_the_next_request(team, agents):
     coder = agents["coder"]
     services.anchor_save(team=team, key="db", value="PostgreSQL")
-    assert "[db]: PostgreSQL (pinned by the PM)" in _sent(team, coder)
+    assert "[db] (pinned by the PM): PostgreSQL" in _sent(team, coder)
     services.anchor_save(team=team, key="port", value="8080")  # another worker, the API
-    assert "[port]: 8080" in _sent(team, coder)
+    assert "[port] (pinned by the PM): 8080" in _sent(team, coder)
     Anchor.objects.filter(team=team, key="db").update(value="SQLite")  # no save()
     request = _sent(team, coder)
-    assert "[db]: SQLite" in request and "PostgreSQL" not in request
+    assert "[db] (pinned by the PM): SQLite" in request and "PostgreSQL" not in request
     Anchor.objects.filter(team=team).delete()
     assert "<immutable-anchors>" not in _sent(team, coder)
 
@@ -229,7 +229,9 @@ def test_an_anchor_a_tool_saves_is_in_the_turns_next_request_and_the_next_turns(
     drain(team)
     coach = [r for r in api.requests if r.agent == "coach"]
     researcher = [r for r in api.requests if r.agent == "researcher"]
-    assert "[db]: PostgreSQL" in coach[0].system_text
-    assert "[format]: HTML" not in coach[0].system_text
-    assert "[format]: HTML" in coach[1].system_text  # the same turn, after the call
-    assert "[format]: HTML" in researcher[0].system_text
+    assert "[db] (pinned by the PM): PostgreSQL" in coach[0].system_text
+    assert "(pinned by coach in refinement): HTML" not in coach[0].system_text
+    assert (
+        "(pinned by coach in refinement): HTML" in coach[1].system_text
+    )  # the same turn, after the call
+    assert "(pinned by coach in refinement): HTML" in researcher[0].system_text

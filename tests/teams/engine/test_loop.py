@@ -92,7 +92,7 @@ def test_anchor_block_and_mention_note(conversation_run):
         assert "<immutable-anchors>" in request.system_text
         assert (
             "<immutable-anchors>\nThese are IMMUTABLE ANCHORS. Override any chat history that "
-            "conflicts with them:\n  [output_format]: static HTML (pinned by the PM)\n"
+            "conflicts with them:\n  [output_format] (pinned by the PM): static HTML\n"
             "</immutable-anchors>"
         ) in request.system_text
     coder_first = requests_of(conversation_run, "coder")[0]

@@ -250,7 +250,7 @@ def test_a_pinned_pm_decision_reads_once_in_later_phases_as_its_anchor(team, age
     prompt = prompts.build(agents["coder"], team)
     read = prompt.system[-1]["text"] + "".join(m["content"] for m in prompt.messages)
     assert read.count("Only HTML.") == 1
-    assert "[pm-decision]: Only HTML. (pinned by the PM in refinement)" in read
+    assert "[pm-decision] (pinned by the PM in refinement): Only HTML." in read
     assert "only HTML" in read and "Anchors pinned" not in read
 
 

@@ -225,8 +225,8 @@ def test_the_coach_pins_the_pms_last_word_unless_an_anchor_holds_it():
         *COACH_SYSTEM,
         {
             "type": "text",
-            "text": "<immutable-anchors>\n  [format]: HTML first.\n\nPDF later, maybe. "
-            "(pinned by PM answer in refinement)\n</immutable-anchors>",
+            "text": "<immutable-anchors>\n  [format] (pinned by PM answer in refinement): "
+            "HTML first.\n\nPDF later, maybe.\n</immutable-anchors>",
         },
     ]
     again = model.respond(model="loom-offline", system=anchored, messages=messages, tools=tools)

@@ -1,13 +1,15 @@
 """The mesh as a real model reads it: each test runs turns through the real anthropic
 client against the fake Messages API and asserts on the requests it received. A new
 phase's trajectory is that phase's work, and the agent is told once when it replaced
-its own; an anchor's attribution stands apart from its value."""
+its own; an anchor's attribution stands apart from its value, and saving one does not
+repeat it."""
 
+from teams import services
 from teams.run import team_actions
 from tests.fakes.messages_api import text, tool
 from tests.helpers import drain
 from tools.conversation import SignalPhaseComplete
-from tools.mesh import DeclareIntent
+from tools.mesh import DeclareIntent, SaveAnchor
 
 REPLACED = "[Loom] The planning phase began, and Loom set your trajectory for it (above)."
 
@@ -67,3 +69,27 @@ def test_a_new_phase_gives_its_own_trajectory_and_says_once_it_replaced_the_agen
     ) in first
     assert "Write wordfreq.py" not in cue(planning[1])  # said once
     assert all(REPLACED not in r.dump for r in api.requests if r.agent != "coder")
+
+
+SPEC = "wordfreq.count(text) -> dict[str, int]\nWords are lowercased.\nPunctuation is dropped."
+
+
+def test_an_anchors_attribution_stands_before_its_value_and_the_result_is_short(team, messages_api):
+    services.anchor_save(team=team, key="OUTPUT", value="JSON only.")
+    api = messages_api(
+        scripted({"coach": [tool(SaveAnchor.name, {"key": "WORDFREQ_SPEC", "value": SPEC})]})
+    )
+    team_actions.team_start(team=team)
+    drain(team, limit=2)  # the coach pins the spec; the researcher reads it
+    coach, researcher = of(api, "coach")[1], of(api, "researcher")[0]
+    result = coach.body["messages"][-1]["content"][0]
+    assert result["content"] == "Anchor WORDFREQ_SPEC saved (2 of 30)."  # no echo of the value
+    for request in (coach, researcher):
+        block = request.system_text[request.system_text.index("<immutable-anchors>") :]
+        assert block == (
+            "<immutable-anchors>\n"
+            "These are IMMUTABLE ANCHORS. Override any chat history that conflicts with them:\n"
+            "  [OUTPUT] (pinned by the PM): JSON only.\n"
+            f"  [WORDFREQ_SPEC] (pinned by coach in refinement): {SPEC}\n"
+            "</immutable-anchors>"
+        )
