@@ -82,25 +82,30 @@ def toolset(agent, team) -> list[type[Tool]]:
     return [tool for tool in team_tools(team) if tool.available_to(agent, team)]
 
 
-def abilities(role: str, team, phase: str) -> tuple[list[str], list[str]]:
-    """What an agent of `role` can do in `phase` beyond discussing and reading, by the
-    tools it has then (Tool.ability; "with the PM's approval" where the team's policy
-    asks), and what it can do in other phases of the team, with those phases."""
-    now, later = [], []
+def abilities(roles, team, phase: str) -> dict[str, tuple[list[str], list[str]]]:
+    """What an agent of each of `roles` can do in `phase` beyond discussing and reading,
+    by the tools it has then (Tool.ability; "with the PM's approval" where the team's
+    policy asks), and what it can do in other phases of the team, with those phases:
+    {role: (now, later)}. One pass over the tools for the whole roster: a tool's
+    access, policy and the phases it allows are the same for every role."""
+    found = {role: ([], []) for role in roles}
     for tool in _load().values():
         if not tool.ability or policy(tool, team) == ApprovalPolicy.NEVER:
             continue
-        roles, phase_allowed, _words = tool.access(team)
-        if (roles is not None and role not in roles) or tool.refusal(team):
+        allowed, phase_allowed, _words = tool.access(team)
+        takers = [r for r in found if allowed is None or r in allowed]
+        if not takers or tool.refusal(team):
             continue
         if phase_allowed(phase):
             asks = policy(tool, team) == ApprovalPolicy.ASK
-            now.append(tool.ability + (" (with the PM's approval)" if asks else ""))
+            for role in takers:
+                found[role][0].append(tool.ability + (" (with the PM's approval)" if asks else ""))
             continue
         phases = [p for p in team.phases if phase_allowed(p)]
         if phases:
-            later.append(f"{tool.ability} in {', '.join(phases)}")
-    return now, later
+            for role in takers:
+                found[role][1].append(f"{tool.ability} in {', '.join(phases)}")
+    return found
 
 
 # What a process keeps of the team toolsets it built: the team's tools and their

@@ -6,6 +6,7 @@ and who closes the phase, so members know the phase as well as the coach does.""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from teams.models import Team
@@ -94,9 +95,13 @@ WRITE_PHASES = (
 )
 
 
+# One search of the lowered name instead of a loop over the words: the test runs for
+# every phase of a team on every turn (the system text names where tools work).
+_IMPLEMENTATION = re.compile("|".join(map(re.escape, IMPLEMENTATION_WORDS)))
+
+
 def implementation_like(phase: str) -> bool:
-    name = phase.lower()
-    return any(word in name for word in IMPLEMENTATION_WORDS)
+    return _IMPLEMENTATION.search(phase.lower()) is not None
 
 
 def review_like(phase: str) -> bool:

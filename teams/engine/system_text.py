@@ -169,8 +169,10 @@ def team_lines(
         "Your team, and what each of you can do in this phase besides discussing and "
         "reading the workspace:"
     ]
-    for pk, name, role in agents or roster(team):
-        now, later = registry.abilities(role, team, phase)
+    agents = agents or roster(team)
+    can_do = registry.abilities({role for _, _, role in agents}, team, phase)
+    for pk, name, role in agents:
+        now, later = can_do[role]
         can = ", ".join(now) if now else "discusses only"
         if later:
             can += f" (later: {'; '.join(later)})"
