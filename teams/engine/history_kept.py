@@ -121,7 +121,7 @@ def _history_since(
     agent: Agent, team: Team, phase: str, seen: int | None, until_id: int, kept: History
 ) -> History:
     """The history from what was kept of the last request and the rows read since."""
-    ids = _history_ids(agent, team, phase, seen, until_id)
+    ids = history_rows.history_ids(agent, team, phase, seen, until_id)
     kept_ids = kept.ids
     grew = ids[: len(kept_ids)] == kept_ids
     known = set() if grew else set(kept_ids)
@@ -160,14 +160,6 @@ def _history_since(
 def _history_of(rows: list[Message], lines: list[tuple[str, str | None]]) -> History:
     special = [i for i, m in enumerate(rows) if _special(m)]
     return History(rows, lines, special, [m.id for m in rows])
-
-
-def _history_ids(
-    agent: Agent, team: Team, phase: str, seen: int | None, until_id: int
-) -> list[int]:
-    """The ids of the agent's history up to `until_id` (history_queryset)."""
-    query = history_rows.history_queryset(agent, team, phase, seen).filter(id__lte=until_id)
-    return list(query.values_list("id", flat=True))
 
 
 def _refresh_queries(messages: list[Message]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.db.models import Q, QuerySet
 
 from teams.conversation import keepers, questions
+from teams.lib import compiled
 from teams.models import Agent, Message, Team, Turn
 from teams.run import steering
 from teams.run.turns import PM_INPUT
@@ -53,6 +54,31 @@ def history_queryset(
         .select_related("author")
         .prefetch_related("query")  # one query for every inbox question, none without
         .order_by("id")
+    )
+
+
+# history_queryset's kinds, for its ids' statement written in SQL (teams.lib.compiled).
+HISTORY_KINDS = compiled.HistoryKinds(
+    conversation=tuple(CONVERSATION_KINDS),
+    summary=Message.Kind.PHASE_SUMMARY,
+    record=Message.Kind.TOOL_CALL,
+    notes=(Message.Kind.ANSWER, Message.Kind.PEER),
+    passed=Message.Kind.PASS_NOTE,
+)
+
+
+def history_ids(
+    agent: Agent, team: Team, phase: str | None, unseen_after: int | None, until_id: int
+) -> list[int]:
+    """The ids of history_queryset's rows up to `until_id`, in one statement kept
+    written (the ORM would build and compile it anew on every turn)."""
+    return compiled.history_ids(
+        agent_id=agent.id,
+        team_id=team.id,
+        phase=phase or team.phase,
+        unseen_after=unseen_after or 0,
+        until_id=until_id,
+        kinds=HISTORY_KINDS,
     )
 
 

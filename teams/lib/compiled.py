@@ -1,6 +1,7 @@
 """Annotations compiled once: the correlated subqueries a hot statement carries (a
 claimed turn's read, the rotation, the stuck checks' reads), as RawSQL made from the
-SQL the ORM compiles for them the first time, kept per process and database.
+SQL the ORM compiles for them the first time, kept per process and database; and the
+one hot statement whose values change on every call written in SQL (the history's ids).
 
 The one place Loom goes beyond the public ORM (issue 34). Django builds and compiles
 every query anew, and these subqueries were about a third of a steady turn's CPU
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Model
@@ -41,3 +43,65 @@ def compiled(model: type[Model], build: Callable[[], dict]) -> dict[str, RawSQL]
         with _kept_lock:
             _kept[key] = found
     return dict(found)
+
+
+# --- statements written by hand --------------------------------------------------
+# A statement whose values change on every call cannot be kept as the ORM compiled it
+# (Django binds values while it compiles). The history's ids are read on every turn
+# and the ORM's building and compiling them was about a tenth of a steady turn's CPU,
+# so they are written here in SQL, the values as plain parameters, for the tables the
+# rows' models name. tests/teams/lib/test_compiled.py holds each to the ORM's reading
+# (teams.engine.history_rows.history_queryset) on both databases.
+
+
+@dataclass(frozen=True)
+class HistoryKinds:
+    """The message kinds the history's terms name (teams.engine.history_rows)."""
+
+    conversation: tuple[str, ...]  # the phase's conversation
+    summary: str  # a phase's summary
+    record: str  # an agent's own action record (a tool call)
+    notes: tuple[str, ...]  # answers and peer notes
+    passed: str  # a pass note, never in a history
+
+
+def history_ids(
+    *,
+    agent_id: int,
+    team_id: int,
+    phase: str,
+    unseen_after: int,
+    until_id: int,
+    kinds: HistoryKinds,
+) -> list[int]:
+    """The ids of the agent's history up to `until_id`, oldest first: the phase's
+    conversation, the phases' summaries and the agent's inbox (its records of the phase,
+    open questions, other lines of the phase or after `unseen_after`), minus pass notes
+    and what the agent offloaded (history_queryset's terms, in its order)."""
+    conversation = ", ".join(["%s"] * len(kinds.conversation))
+    notes = ", ".join(["%s"] * len(kinds.notes))
+    sql = _HISTORY_IDS.format(conversation=conversation, notes=notes)
+    params = [
+        *kinds.conversation, phase, team_id,  # the phase's conversation
+        kinds.summary, team_id,  # the summaries
+        agent_id, kinds.record, phase, *kinds.notes, kinds.record, phase, unseen_after,
+        kinds.passed, agent_id, until_id,
+    ]  # fmt: skip
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]
+
+
+_HISTORY_IDS = """SELECT m.id FROM teams_message m
+WHERE ((m.kind IN ({conversation}) AND m.phase = %s AND m.recipient_id IS NULL
+        AND m.team_id = %s)
+    OR (m.kind = %s AND m.team_id = %s)
+    OR (m.recipient_id = %s AND ((m.kind = %s AND m.phase = %s)
+        OR (m.query_id IS NOT NULL AND NOT (m.kind IN ({notes})))
+        OR (NOT (m.kind = %s) AND (m.phase = %s OR m.id > %s)))))
+  AND NOT (m.kind = %s)
+  AND NOT EXISTS (SELECT 1 FROM teams_keeperentry e
+      INNER JOIN teams_keeper k ON e.keeper_id = k.id
+      WHERE k.agent_id = %s AND e.message_id = m.id)
+  AND m.id <= %s
+ORDER BY m.id"""

@@ -1,18 +1,22 @@
 """Annotations compiled once (teams.lib.compiled) read what the ORM reads: each kept
 set of a hot statement (the rotation's, the claim's, the claimed turn's read for its
 request, the stuck checks') runs both ways on rows that give its values something to
-say, and the two must agree. A Django upgrade that changes the compiler this leans on
-fails here, loudly, not in a turn."""
+say, and the two must agree; so must each statement written in SQL (the history's
+ids) and the ORM's query it stands for. A Django upgrade that changes the compiler
+this leans on, or a query that changes without its statement, fails here, loudly, not
+in a turn."""
 
 from __future__ import annotations
+
+from itertools import product
 
 import pytest
 
 from teams import services
 from teams.conversation import questions
-from teams.engine import claims
+from teams.engine import claims, history_rows
 from teams.lib.compiled import compiled
-from teams.models import Agent, Team, Turn
+from teams.models import Agent, Keeper, KeeperEntry, Message, Team, Turn
 from teams.run import stuck, team_actions, turns
 from tests.helpers import make_team
 
@@ -67,3 +71,56 @@ def test_the_stuck_checks_reads(talked):
     (row,) = orm
     assert row["stuck_open_request"] and row["stuck_after_turn"] and row["stuck_since"]
     assert row["stuck_queries"] and row["stuck_phase"] == talked.phase
+
+
+@pytest.fixture
+def histories():
+    """Rows of every kind each term of the history names, in two phases, for two agents
+    (inbox lines, records, open questions, notes before and after a last request), two
+    teams, pass notes and rows offloaded by one agent but not the other."""
+    team, other = make_team("alpha", phases=["plan", "build"]), make_team("beta")
+    coder, reviewer = team.agents.get(name="coder"), team.agents.get(name="reviewer")
+    question = questions.ask(team=team, origin=coder, question="Which parser?", target="reviewer")
+    Kind = Message.Kind
+    for phase in ("plan", "build"):
+        for kind in Kind.values:
+            for recipient, query in product((None, coder, reviewer), (None, question)):
+                Message.objects.create(
+                    team=team,
+                    kind=kind,
+                    phase=phase,
+                    recipient=recipient,
+                    query=query,
+                    content=kind,
+                )
+        Message.objects.create(team=other, kind=Kind.CHAT, phase=phase, content="elsewhere")
+    keeper = Keeper.objects.create(team=team, agent=coder, topic="old")
+    offloaded = Message.objects.filter(team=team, phase="plan", kind=Kind.CHAT)
+    for position, message in enumerate(offloaded):
+        KeeperEntry.objects.create(keeper=keeper, message=message, position=position)
+    return team, [coder, reviewer]
+
+
+def test_the_history_ids_statement_reads_what_the_orm_reads(histories):
+    team, agents = histories
+    ids = list(Message.objects.filter(team=team).values_list("id", flat=True))
+    cuts = [ids[0], ids[len(ids) // 3], ids[len(ids) // 2], ids[-1]]
+    seen_counts = set()
+    for agent in agents:
+        for phase in ("plan", "build"):
+            for seen in (None, 0, *cuts):
+                for until in cuts:
+                    orm = history_rows.history_queryset(agent, team, phase, seen)
+                    expected = list(orm.filter(id__lte=until).values_list("id", flat=True))
+                    got = history_rows.history_ids(agent, team, phase, seen, until)
+                    assert got == expected, (agent.name, phase, seen, until)
+                    seen_counts.add(len(expected))
+    assert len(seen_counts) > 10  # the cases tell the terms apart
+    # Offloaded rows are the coder's only; the team's own phase when none is named.
+    coder, reviewer = agents
+    chat = Message.objects.filter(team=team, phase="plan", kind=Message.Kind.CHAT).first()
+    assert chat.id not in history_rows.history_ids(coder, team, "plan", None, ids[-1])
+    assert chat.id in history_rows.history_ids(reviewer, team, "plan", None, ids[-1])
+    assert history_rows.history_ids(coder, team, None, None, ids[-1]) == list(
+        history_rows.history_queryset(coder, team).values_list("id", flat=True)
+    )
