@@ -105,3 +105,40 @@ WHERE ((m.kind IN ({conversation}) AND m.phase = %s AND m.recipient_id IS NULL
       WHERE k.agent_id = %s AND e.message_id = m.id)
   AND m.id <= %s
 ORDER BY m.id"""
+
+
+@dataclass(frozen=True)
+class RotationValues:
+    """The statuses and kinds the rotation's read names (teams.run.turns.rotation)."""
+
+    active: tuple[str, ...]  # a turn queued or running
+    waiting: str  # a turn stopped at a call for approval
+    conversation: str  # the team's conversation turn (not an inbox turn)
+    external: str  # the role that never takes a turn in the rotation
+
+
+def rotation_rows(agent_model: type[Model], *, team_id: int, values: RotationValues) -> list:
+    """The team's speakers in order (every agent but the external ones), each with what
+    the team's unfinished turns say of it: `busy` (a turn of its own queued or
+    running), `talking` (the team's conversation turn is), `waiting` (the team's first
+    turn stopped at an approval, or None). raw() reads the agents' columns through
+    their fields' converters, as a query does; `busy` and `talking` are 0 or 1 on
+    SQLite, False or True on PostgreSQL."""
+    active = ", ".join(["%s"] * len(values.active))
+    params = [
+        *values.active, *values.active, values.conversation, values.waiting,
+        values.external, team_id,
+    ]  # fmt: skip
+    return list(agent_model._default_manager.raw(_ROTATION.format(active=active), params))
+
+
+_ROTATION = """SELECT a.*,
+    EXISTS (SELECT 1 FROM teams_turn u WHERE u.team_id = a.team_id
+        AND u.status IN ({active}) AND u.agent_id = a.id) AS busy,
+    EXISTS (SELECT 1 FROM teams_turn u WHERE u.team_id = a.team_id
+        AND u.status IN ({active}) AND u.purpose = %s) AS talking,
+    (SELECT u.id FROM teams_turn u WHERE u.team_id = a.team_id AND u.status = %s
+        ORDER BY u.id LIMIT 1) AS waiting
+FROM teams_agent a
+WHERE NOT (a.role = %s) AND a.team_id = %s
+ORDER BY a.position, a.id"""

@@ -21,7 +21,7 @@ from django.utils import timezone
 from teams import services
 from teams.integrations import webhooks
 from teams.lib.catalog import Usage
-from teams.lib.compiled import compiled
+from teams.lib.compiled import RotationValues, compiled, rotation_rows
 from teams.live import events
 from teams.live.event_payloads import TeamStatusOut, TurnOut
 from teams.models import (
@@ -57,17 +57,23 @@ def rotation(team: Team) -> list[Agent]:
     carries what enqueue_next asks of the team's unfinished turns, read in the same
     statement: `busy` (a turn of its own queued or running), `talking` (the team's
     conversation turn is queued or running) and `waiting` (the team's first turn
-    stopped at a call for approval, or None)."""
-    return list(_speakers().filter(team_id=team.id))
+    stopped at a call for approval, or None). One statement written in SQL, read on
+    every turn (teams.lib.compiled; speakers() is the ORM's reading it is held to)."""
+    return rotation_rows(Agent, team_id=team.id, values=ROTATION_VALUES)
 
 
-# The hottest statements are built once per process, as QuerySets that each call
-# filters (a QuerySet is never changed by a filter: it makes a copy), their value-free
-# subqueries compiled once (teams.lib.compiled): not on every turn.
-@functools.cache
-def _speakers() -> QuerySet[Agent]:
-    speakers = Agent.objects.exclude(role=Agent.Role.EXTERNAL).order_by("position", "id")
-    return speakers.annotate(**compiled(Agent, _unfinished_turns))
+ROTATION_VALUES = RotationValues(
+    active=tuple(ACTIVE_TURN_STATUSES),
+    waiting=Turn.Status.WAITING,
+    conversation=Turn.Purpose.CONVERSATION,
+    external=Agent.Role.EXTERNAL,
+)
+
+
+def speakers(team: Team) -> QuerySet[Agent]:
+    """rotation() as the ORM reads it (what tests/teams/lib/test_compiled.py compares)."""
+    speaking = Agent.objects.filter(team_id=team.id).exclude(role=Agent.Role.EXTERNAL)
+    return speaking.order_by("position", "id").annotate(**_unfinished_turns())
 
 
 def _unfinished_turns() -> dict:

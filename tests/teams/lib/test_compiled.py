@@ -124,3 +124,32 @@ def test_the_history_ids_statement_reads_what_the_orm_reads(histories):
     assert history_rows.history_ids(coder, team, None, None, ids[-1]) == list(
         history_rows.history_queryset(coder, team).values_list("id", flat=True)
     )
+
+
+def _agent_rows(agents) -> list[tuple]:
+    fields = [f.attname for f in Agent._meta.concrete_fields]
+    return [
+        (*(getattr(a, f) for f in fields), bool(a.busy), bool(a.talking), a.waiting) for a in agents
+    ]
+
+
+def test_the_rotation_statement_reads_what_the_orm_reads(talked):
+    """Every field through its converter, and what the unfinished turns say, as the
+    ORM's query reads them: as the team runs, with an inbox turn, a turn waiting for an
+    approval and an external agent (never in the rotation); a team with only an inbox
+    turn running."""
+    services.agent_create(team=talked, name="bot", role=Agent.Role.EXTERNAL)
+    coder = talked.agents.get(name="coder")
+    Turn.objects.create(team=talked, agent=coder, purpose=Turn.Purpose.INBOX, number=1)
+    reviewer = talked.agents.get(name="reviewer")
+    Turn.objects.create(team=talked, agent=reviewer, status=Turn.Status.WAITING, number=2)
+    idle = make_team("gamma")  # an inbox turn only: busy, nobody talking
+    Turn.objects.create(team=idle, agent=idle.agents.get(name="coder"), purpose="inbox", number=1)
+    for team in (talked, idle):
+        got = turns.rotation(team)
+        assert _agent_rows(got) == _agent_rows(turns.speakers(team))
+        assert all(isinstance(a, Agent) for a in got)
+    rows = {a.name: a for a in turns.rotation(talked)}
+    assert "bot" not in rows and rows["coder"].busy and rows["coach"].talking
+    assert not any(a.talking for a in turns.rotation(idle))
+    assert rows["coach"].waiting == Turn.objects.get(status=Turn.Status.WAITING).id
