@@ -158,7 +158,8 @@ def test_the_file_tools_run_over_the_api_with_their_rules(api, team, files):
     assert refused.status_code == 403
     assert refused.json()["detail"] == (
         "file_write is only for implementation-like phases (their names contain implement, "
-        "build, develop, coding, construct); the team is in refinement."
+        "build, develop, coding, construct) and the review-like phases after one (their "
+        "names contain review, test, verify, qa); the team is in refinement."
     )
     Team.objects.filter(pk=team.pk).update(phase_index=DEFAULT_PHASES.index("implementation"))
     response = api.post("/teams/alpha/agents/coder/tools/file_write", write)
