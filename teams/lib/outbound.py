@@ -484,31 +484,51 @@ class AsyncGuardedBackend(httpcore2.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable | None = None,
     ) -> httpcore2.AsyncNetworkStream:
-        try:
-            addresses = await asyncio.to_thread(checked_addresses, host, port, timeout=timeout)
-        except Refused as exc:
-            raise RefusedConnect(exc.reason) from None
-        except OSError as exc:
-            raise httpcore2.ConnectError(f"Could not resolve {host}: {exc}") from exc
-        last: Exception | None = None
-        for ip in addresses:
-            try:
-                return await self._anyio.connect_tcp(
-                    str(ip),
-                    port,
-                    timeout=timeout,
-                    local_address=local_address,
-                    socket_options=socket_options,
-                )
-            except httpcore2.ConnectError as exc:
-                last = exc
-        raise last or httpcore2.ConnectError(f"Could not connect to {host}")
+        return await connect_checked(
+            httpcore2,
+            RefusedConnect,
+            self._anyio,
+            host,
+            port,
+            timeout,
+            local_address,
+            socket_options,
+        )
 
     async def connect_unix_socket(self, path, timeout=None, socket_options=None):
         raise RefusedConnect("Unix sockets are not used")
 
     async def sleep(self, seconds: float) -> None:
         await self._anyio.sleep(seconds)
+
+
+async def connect_checked(core, refused, anyio, host, port, timeout, local_address, socket_options):
+    """An async guarded backend's connection: the name resolved (in a thread) and each
+    address checked, then a connection to a checked one, never to the name again.
+    `core` is the httpcore the backend's pool speaks (httpcore2 for httpx2, httpcore
+    for httpx, which a2a-sdk uses), whose errors the pool expects; `refused` its
+    RefusedConnect."""
+    try:
+        addresses = await asyncio.to_thread(checked_addresses, host, port, timeout=timeout)
+    except Refused as exc:
+        raise refused(exc.reason) from None
+    except httpcore2.ConnectTimeout as exc:  # the lookup's own deadline
+        raise core.ConnectTimeout(str(exc)) from None
+    except OSError as exc:
+        raise core.ConnectError(f"Could not resolve {host}: {exc}") from exc
+    last: Exception | None = None
+    for ip in addresses:
+        try:
+            return await anyio.connect_tcp(
+                str(ip),
+                port,
+                timeout=timeout,
+                local_address=local_address,
+                socket_options=socket_options,
+            )
+        except core.ConnectError as exc:
+            last = exc
+    raise last or core.ConnectError(f"Could not connect to {host}")
 
 
 class AsyncGuardedTransport(httpx2.AsyncHTTPTransport):

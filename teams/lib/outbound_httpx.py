@@ -9,11 +9,9 @@ itself), and an answer is read at most to `max_response_bytes`."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterable
 
 import httpcore
-import httpcore2
 import httpx
 
 from teams.lib import outbound
@@ -53,29 +51,16 @@ class AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        try:
-            addresses = await asyncio.to_thread(
-                outbound.checked_addresses, host, port, timeout=timeout
-            )
-        except outbound.Refused as exc:
-            raise RefusedConnect(exc.reason) from None
-        except httpcore2.ConnectTimeout as exc:  # the lookup's own deadline
-            raise httpcore.ConnectTimeout(str(exc)) from None
-        except OSError as exc:
-            raise httpcore.ConnectError(f"Could not resolve {host}: {exc}") from exc
-        last: Exception | None = None
-        for ip in addresses:
-            try:
-                return await self._anyio.connect_tcp(
-                    str(ip),
-                    port,
-                    timeout=timeout,
-                    local_address=local_address,
-                    socket_options=socket_options,
-                )
-            except httpcore.ConnectError as exc:
-                last = exc
-        raise last or httpcore.ConnectError(f"Could not connect to {host}")
+        return await outbound.connect_checked(
+            httpcore,
+            RefusedConnect,
+            self._anyio,
+            host,
+            port,
+            timeout,
+            local_address,
+            socket_options,
+        )
 
     async def connect_unix_socket(self, path, timeout=None, socket_options=None):
         raise RefusedConnect("Unix sockets are not used")
