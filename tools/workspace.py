@@ -89,7 +89,7 @@ class FileRead(Tool):
         "says which lines it shows and the start_line to read on from. Binary files are "
         f"reported with their size, not shown; only the first "
         f"{workspace.MAX_READ_BYTES // 1024} KB of a file can be read. When the file "
-        "changed since you last read it, the result says who changed it and in which turn."
+        "changed since you last read it, the result says who changed it."
     )
     Params = ReadParams
 
@@ -130,7 +130,7 @@ class FileRead(Tool):
 
 
 def changed_since_read(ctx: ToolContext, path: str) -> str:
-    """The note "; changed by coder in turn 12 since you last read it in turn 9" when the
+    """The note "; changed by coder, then you, since you last read it" when the
     file was written after this agent's last read of it (its turns' file_read steps say
     when), "" when not, or when the agent never read it: a model that remembers an old
     version should know to trust this one."""
@@ -149,25 +149,23 @@ def changed_since_read(ctx: ToolContext, path: str) -> str:
             writers.append(writer)
     if not writers:
         return ""
-    named = ", ".join(writers[:WRITERS_NAMED])
+    named = ", then ".join(writers[:WRITERS_NAMED])
     if len(writers) > WRITERS_NAMED:
         named += f" and {len(writers) - WRITERS_NAMED} more"
-    if ctx.turn is not None and read.turn_id == ctx.turn.id:
-        when = "earlier in this turn"
-    else:
-        when = f"in turn {read.turn.number}"
-    return f"; changed by {named} since you last read it {when}"
+    # No turn numbers: an agent sees none in its requests, so "turn 9" read as a riddle.
+    when = " earlier in this turn" if ctx.turn is not None and read.turn_id == ctx.turn.id else ""
+    return f"; changed by {named} since you last read it{when}"
 
 
 def _writer(revision: FileRevision, reader: Agent) -> str:
-    """Who wrote a revision and when, as the reader reads it ("coder in turn 12")."""
+    """Who wrote a revision, as the reader reads it ("coder", "you (a command)")."""
     if revision.agent_id is None:
         who = "someone outside the team's turns"
     else:
         who = "you" if revision.agent_id == reader.id else revision.agent.name
     if revision.note == changes.COMMAND_NOTE:
         who += " (a command)"
-    return f"{who} in turn {revision.turn.number}" if revision.turn is not None else who
+    return who
 
 
 def _last_read(agent: Agent, path: str) -> TurnStep | None:

@@ -43,7 +43,7 @@ NORMS = "\n".join(
         "Text beside a tool call is your working notes: the PM sees them, your teammates "
         "do not, so put what they need in your final reply.",
         "- Earlier phases: your history holds their summaries; each closed phase's whole "
-        'conversation is filed in a keeper named after it ("phase planning"), which '
+        'conversation is filed in a keeper named after it ("KEEPER_EXAMPLE"), which '
         f"{ContextRetrieve.name} searches: look there before rebuilding what a summary "
         "refers to.",
         "- Lines marked [Your action] are Loom's record of your own tool calls earlier in "
@@ -116,7 +116,9 @@ def stable_text(
         f"Your name is {agent.name} and your role is {agent.role}.",
         team_lines(agent, team, phase, agents),
         agent.role_prompt or ROLE_PROMPTS.get(agent.role, ""),
-        NORMS,
+        # The keeper example names one of this team's own phases (a phase it does not
+        # have read as one to look for).
+        NORMS.replace("KEEPER_EXAMPLE", f"phase {team.phases[0] if team.phases else phase}"),
         phase_text(agent, team, phase),
     ]
     if agent.role == Agent.Role.COACH:

@@ -14,7 +14,16 @@ from teams import services
 from teams.conversation import hierarchy, keepers
 from teams.errors import Conflict
 from teams.integrations import webhooks
-from teams.models import Agent, Anchor, Message, Team, Turn, WebhookEvent, WorkspaceFile
+from teams.models import (
+    Agent,
+    Anchor,
+    FileRevision,
+    Message,
+    Team,
+    Turn,
+    WebhookEvent,
+    WorkspaceFile,
+)
 from teams.run import locks, turns
 from teams.run.lifecycle import TeamAction, refusal
 
@@ -126,11 +135,31 @@ def phase_record(team: Team) -> list[str]:
     )
     lines = [quoted(m) for m in said if not any(flat(m.content) in value for value in pinned)]
     if written:
+        writers = _writers(team, phase, [f.path for f in written])
+        last = {f.path: f.agent.name if f.agent else "?" for f in written}
         files = [
-            f"{f.path} ({f.size:,} bytes, by {f.agent.name if f.agent else '?'})" for f in written
+            f"{f.path} ({f.size:,} bytes, by {writers.get(f.path) or last[f.path]})"
+            for f in written
         ]
         lines.append("Files written: " + ", ".join(files))
     return lines
+
+
+def _writers(team: Team, phase: str, paths: list[str]) -> dict[str, str]:
+    """Who wrote each file in the phase, in the order they first did ("coder, then
+    reviewer"): the last writer alone credited another's work to the reviewer who
+    fixed one line of it."""
+    names: dict[str, list[str]] = {}
+    revisions = (
+        FileRevision.objects.filter(team=team, turn__phase=phase, path__in=paths)
+        .order_by("id")
+        .values_list("path", "agent__name")
+    )
+    for path, name in revisions:
+        seen = names.setdefault(path, [])
+        if name and name not in seen:
+            seen.append(name)
+    return {path: ", then ".join(who) for path, who in names.items() if who}
 
 
 @transaction.atomic

@@ -157,3 +157,16 @@ def test_a_summary_that_replaces_an_earlier_one_leaves_it_as_a_pointer(team, mes
         f"[Phase refinement complete] {first}",
         f"[Phase planning complete] (Replaces the summary of refinement.) {second}",
     ]
+
+
+def test_the_keeper_example_names_one_of_the_teams_own_phases(team, messages_api):
+    """Agents looked for a keeper "phase planning" in teams with no planning phase: the
+    norms' example is the team's own first phase."""
+    api = noted(messages_api)
+    team.phases = ["discovery", "build"]
+    team.save()
+    team_actions.team_start(team=team)
+    drain(team, limit=1)
+    (request,) = api.requests
+    assert 'filed in a keeper named after it ("phase discovery")' in request.system_text
+    assert "phase planning" not in request.system_text

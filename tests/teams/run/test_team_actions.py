@@ -100,3 +100,39 @@ def test_sweeper_restarts_a_stalled_team(team):
     assert worker.sweep()["restarted"] == 1
     assert Turn.objects.get(status="queued").agent.name == "coach"
     assert worker.sweep()["restarted"] == 0
+
+
+def test_a_phases_record_names_every_writer_of_a_file_in_order(team, agents):
+    """Bug: "Files written" named the last writer alone, so a reviewer who fixed one
+    line of the coder's module was credited with both files in every later request."""
+    from teams.files import workspace
+    from tests.helpers import make_turn
+
+    team.phase_index = team.phases.index("implementation")
+    team.save(update_fields=["phase_index"])
+    for number, (name, content) in enumerate(
+        [("coder", "def f():\n    return 1\n"), ("reviewer", "def f():\n    return 2\n")], 1
+    ):
+        turn = make_turn(agents[name], number=number, phase="implementation", status="done")
+        workspace.file_write(
+            team=team,
+            agent=agents[name],
+            turn=turn,
+            path="f.py",
+            content=content,
+            writes_this_turn=0,
+        )
+    notes = make_turn(agents["reviewer"], number=3, phase="implementation", status="done")
+    workspace.file_write(
+        team=team,
+        agent=agents["reviewer"],
+        turn=notes,
+        path="notes.md",
+        content="ok\n",
+        writes_this_turn=0,
+    )
+    team_actions.phase_complete(team=team, agent=agents["coach"], summary="Built.")
+    summary = Message.objects.get(team=team, kind=Message.Kind.PHASE_SUMMARY).content
+    assert summary.splitlines()[-1] == (
+        "Files written: f.py (22 bytes, by coder, then reviewer), notes.md (3 bytes, by reviewer)"
+    )
