@@ -14,8 +14,6 @@ text, by agent; `canceled` the tasks canceled."""
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 
 from a2a.helpers.proto_helpers import new_task, new_text_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -31,7 +29,7 @@ from a2a.types import (
     TaskState,
 )
 
-from tests.fakes.mcp_servers import free_port
+from tests.fakes.mcp_servers import ServedInThread, free_port
 
 ANSWER = "Use a trie for the word index: lookups stay linear in the word's length."
 QUESTION = "Which language should the word counter be written in?"
@@ -85,14 +83,14 @@ def card(kind: str, url: str) -> AgentCard:
     )
 
 
-class FakeA2AAgents:
+class FakeA2AAgents(ServedInThread):
     """The agents on http://127.0.0.1:<port>/{agent}/; `url(agent)` is its base
     URL, `card_url(agent)` its card's."""
 
     def __init__(self):
-        import uvicorn
         from starlette.applications import Starlette
 
+        self.what = "the fake A2A agents"
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.seen: list[tuple[str, str]] = []
@@ -119,28 +117,10 @@ class FakeA2AAgents:
                 seen.append((scope["path"], headers.get(b"authorization", b"").decode()))
             await inner(scope, receive, send)
 
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_level="error", lifespan="off"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.serve(app, lifespan="off")
 
     def url(self, kind: str) -> str:
         return f"{self.base}/{kind}/"
 
     def card_url(self, kind: str) -> str:
         return f"{self.base}/{kind}/.well-known/agent-card.json"
-
-    def __enter__(self) -> FakeA2AAgents:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the fake A2A agents did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.server.force_exit = True
-        self.thread.join(timeout=10)

@@ -136,16 +136,44 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class McpHttpServer:
+class ServedInThread:
+    """A fake ASGI app served by uvicorn on `self.port` (loopback) in a thread, from
+    the start of a `with` block to its end (the MCP and A2A fakes)."""
+
+    what = "the fake server"
+
+    def serve(self, app, **config) -> None:
+        import uvicorn
+
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error", **config)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.what} did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.server.force_exit = True
+        self.thread.join(timeout=10)
+
+
+class McpHttpServer(ServedInThread):
     """The fake on http://127.0.0.1:<port>/mcp, served by uvicorn in a thread.
     `seen_headers` keeps the headers of the requests it got."""
 
     def __init__(self):
-        import uvicorn
         from starlette.applications import Starlette
         from starlette.middleware import Middleware
         from starlette.middleware.base import BaseHTTPMiddleware
 
+        self.what = "the fake MCP HTTP server"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.seen_headers: list[dict[str, str]] = []
@@ -163,23 +191,7 @@ class McpHttpServer:
             middleware=[Middleware(Record)],
             lifespan=lambda app: self.mcp.session_manager.run(),
         )
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> McpHttpServer:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the fake MCP HTTP server did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.server.force_exit = True
-        self.thread.join(timeout=10)
+        self.serve(app)
 
 
 if __name__ == "__main__":
