@@ -66,6 +66,7 @@ class RunCommand(Tool):
     )
     Params = RunParams
     roles = frozenset({Agent.Role.CODER.value, Agent.Role.REVIEWER.value, Agent.Role.TESTER.value})
+    ability = "runs commands"
     phase_rule = (WORK_PHASES, work_phase)
     runs_long = True
 

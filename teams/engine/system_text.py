@@ -123,7 +123,7 @@ def stable_text(
     ]
     if agent.role == Agent.Role.COACH:
         last = bool(team.phases) and phase == team.phases[-1]
-        parts.append(facilitation(phase, last=last, findings=findings_line(team, phase)))
+        parts.append(facilitation(phase, last=last, findings=findings_line(team, phase, agents)))
     return "\n\n".join(p for p in parts if p)
 
 
@@ -135,7 +135,7 @@ def facilitation(phase: str, last: bool = False, findings: str = "") -> str:
     return f"{text}\n{CLOSING} {summary}\n{ASK_PM_LINE}"
 
 
-def findings_line(team: Team, phase: str) -> str:
+def findings_line(team: Team, phase: str, agents: list[tuple[int, str, str]] | None = None) -> str:
     """How a finding is handled in a review-like phase after an implementation-like one
     (phase_guide.fixes_after_review): fixed in place by who may edit files here (the
     team's tool access), else carried as an open item; "" in other phases."""
@@ -148,12 +148,25 @@ def findings_line(team: Team, phase: str) -> str:
             "what is wrong) and list it in your summary as an open item."
         )
     who = "a writer" if roles is None else "the " + " or ".join(sorted(roles))
+    # A team without a reviewer still reviews: the coach reads, so the line says so
+    # rather than asking a reviewer the team does not have.
+    reviewed = any(role in REVIEW_ROLES for _, _, role in (agents or roster(team)))
+    checker = "the reviewer re-checks" if reviewed else "you re-check"
+    name_it = (
+        "have the reviewer name it"
+        if reviewed
+        else "this team has no reviewer, so you review: read the files against the goal "
+        "and name each one"
+    )
     return (
-        "A finding: have the reviewer name it (the file, what is wrong, what would be "
+        f"A finding: {name_it} (the file, what is wrong, what would be "
         f"right); {who} who wrote that part fixes it in place with {FileEdit.name} and "
-        "runs the tests again; the reviewer re-checks the fix. Close the phase when each "
+        f"runs the tests again; {checker} the fix. Close the phase when each "
         "finding is fixed or consciously accepted, and say which in your summary."
     )
+
+
+REVIEW_ROLES = ("reviewer", "tester")
 
 
 def roster(team: Team) -> list[tuple[int, str, str]]:

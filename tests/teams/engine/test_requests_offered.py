@@ -7,6 +7,7 @@ phase is lost, and the PM is quoted whole."""
 from django.urls import reverse
 
 from teams import services
+from teams.files import sandbox
 from teams.models import ConsultantProfile, Keeper, Message
 from teams.run import team_actions
 from tests.fakes.messages_api import text, tool
@@ -72,14 +73,21 @@ def test_each_teammates_abilities_are_named_and_no_write_tool_in_refinement(team
     team_actions.team_start(team=team)
     drain(team, limit=4)
     coach, coder = of(api, "coach")[0], of(api, "coder")[0]
+    # run_command is named only where a sandbox runs on this host (it is offered there).
+    runs = (
+        "; runs commands in pre-code-review, implementation, code-review"
+        if not sandbox.sandbox_unavailable()
+        else ""
+    )
     assert (
         "Your team, and what each of you can do in this phase besides discussing and "
         "reading the workspace:\n"
         "- you (@coach, coach): asks the PM, closes the phase\n"
         "- @researcher (researcher): discusses only\n"
-        "- @coder (coder): discusses only (later: writes files in implementation, code-review)\n"
+        "- @coder (coder): discusses only (later: writes files in implementation, "
+        f"code-review{runs})\n"
         "- @reviewer (reviewer): discusses only (later: writes files in implementation, "
-        "code-review)"
+        f"code-review{runs})"
     ) in coach.system_text
     assert "- you (@coder, coder): discusses only (later: writes files in" in coder.system_text
     writers = {t.name for t in registry.all_tools() if t.ability in WRITES_OR_RUNS}

@@ -82,6 +82,22 @@ def test_a_review_after_the_implementation_lets_the_writers_fix_what_it_finds(te
     assert "name each finding (the file, what is wrong, what would be right)" in reviewer
 
 
+def test_a_team_without_a_reviewer_is_told_the_coach_reviews(team, messages_api):
+    """A coach and a coder only: the coach was asked to "have the reviewer name it" in a
+    team with no reviewer (the hand-model run's coach and coder both stalled on it)."""
+    team.agents.filter(role__in=["reviewer", "researcher"]).delete()
+    in_phase(team, "code-review")
+    api = messages_api(per_agent({name: [text("Noted.")] for name in ("coach", "coder")}))
+    team_actions.team_start(team=team)
+    drain(team, limit=1)
+    assert (
+        "A finding: this team has no reviewer, so you review: read the files against the "
+        "goal and name each one (the file, what is wrong, what would be right); the coder "
+        "or reviewer who wrote that part fixes it in place with file_edit and runs the "
+        "tests again; you re-check the fix."
+    ) in of(api, "coach")[0].system_text
+
+
 def test_a_review_before_any_implementation_writes_nothing(team, messages_api):
     in_phase(team, "pre-code-review")
     api = noted(messages_api)
