@@ -21,8 +21,7 @@ from django.db import connections  # noqa: E402
 from django.http import Http404  # noqa: E402
 from django.http.request import is_same_domain, validate_host  # noqa: E402
 
-from teams.a2a.asgi import A2AMount  # noqa: E402
-from teams.mcp.asgi import MCPMount  # noqa: E402
+from loomsite.mounts import Mount, is_a2a_path, is_mcp_path  # noqa: E402
 from teams.web.routing import channel_routes, websocket_urlpatterns  # noqa: E402
 
 
@@ -155,7 +154,13 @@ application = ProtocolTypeRouter(
         # (put a web server or CDN in front in the scaled-out mode).
         # /mcp: the MCP endpoint (teams.mcp), and /a2a/: published teams over A2A
         # (teams.a2a), in front of Django.
-        "http": A2AMount(MCPMount(StaticFiles(django_asgi_app))),
+        "http": Mount(
+            Mount(
+                StaticFiles(django_asgi_app), matches=is_mcp_path, endpoint="teams.mcp.asgi.serve"
+            ),
+            matches=is_a2a_path,
+            endpoint="teams.a2a.asgi.serve",
+        ),
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         "channel": channel_routes,
     }

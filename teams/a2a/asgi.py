@@ -1,5 +1,6 @@
 """`/a2a/{team}/` on the site: a published team served over the A2A protocol, in front
-of Django (as teams.mcp.asgi serves /mcp).
+of Django (as teams.mcp.asgi serves /mcp; loomsite.mounts imports it at the first
+request for it).
 
 - `GET /a2a/{team}/.well-known/agent-card.json`: the team's agent card (no token
   needed: publishing a team is its PM's act of showing it). A team that is not
@@ -103,21 +104,6 @@ _app = Starlette(
     )
 )
 
-
-def is_a2a_path(path: str) -> bool:
-    return path.startswith(PREFIX)
-
-
-class A2AMount:
-    """HTTP requests under /a2a/ go to the A2A endpoints; everything else to `app`."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and is_a2a_path(scope.get("path", "")):
-            return await serve(scope, receive, send)
-        return await self.app(scope, receive, send)
 
 
 def _published(slug: str) -> Team | None:

@@ -21,7 +21,8 @@ from django.db.models import F
 
 from teams.engine.providers import model_problem, provider_for
 from teams.errors import ModelError
-from teams.evals import checks, judge, runs, suites
+from teams.evals import judge, runs, suites
+from teams.evals.outcome import Judge, Outcome, ToScore
 from teams.lib import catalog
 from teams.models import EvalCase, EvalRun, ModelCall
 from teams.run import budgets, usage
@@ -107,10 +108,10 @@ class Purse:
             self.calls.append(call)
 
 
-def judge_for(purse: Purse, keys: dict[int, str]) -> checks.Judge:
+def judge_for(purse: Purse, keys: dict[int, str]) -> Judge:
     """The Judge the rubric checks call: one budgeted, priced request per check."""
 
-    def ask(rubric: str, model: str, outcome: checks.Outcome) -> judge.Verdict:
+    def ask(rubric: str, model: str, outcome: Outcome) -> judge.Verdict:
         problem = judge_problem(model)
         if problem:
             raise ModelError(problem)
@@ -178,11 +179,15 @@ def score_cases(
     for case in cases:
         outcome = runs.outcome_of(case, goal=specs[case.case].goal)
         keys[id(outcome)] = _key(case)
-        to_score.append(checks.ToScore(_key(case), outcome, specs[case.case].checks))
+        to_score.append(ToScore(_key(case), outcome, specs[case.case].checks))
     run.refresh_from_db(fields=["judge_spent_usd"])
     spent = Decimal(0) if fresh else run.judge_spent_usd
     purse = Purse(remaining=max(Decimal(0), suite.judge_max_cost_usd - spent))
     concurrency = run.settings.get("concurrency", runs.DEFAULT_CONCURRENCY)
+    # pydantic-evals (and pydantic-ai under it: about a second of imports) loads only in
+    # a process that scores: the API, the pages and the workers import this module.
+    from teams.evals import checks
+
     results = checks.score(
         to_score,
         judge=judge_for(purse, keys),

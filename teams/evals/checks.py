@@ -1,4 +1,6 @@
 """The checks, as pydantic-evals Evaluators, and scoring finished cases with them.
+(Only scoring imports pydantic-evals: what the pages, the API and the runs need of a
+case's outcome is in teams.evals.outcome.)
 
 A case's team, once stopped, is read into an `Outcome` (its files, summary, turns,
 cost: read here, in the caller's thread, so no evaluator touches the database). The
@@ -16,7 +18,6 @@ import functools
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -28,56 +29,10 @@ from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorCont
 
 from teams.errors import LoomError
 from teams.evals import suites
-from teams.evals.judge import Verdict
+from teams.evals.outcome import CheckResult, Judge, Outcome, ToScore
 from teams.files import sandbox
 
-MAX_FILES = 200  # read for the judge and the file checks
-MAX_FILE_BYTES = 200 * 1024
 DETAIL_CHARS = 2000
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a case's team left when it stopped."""
-
-    goal: str
-    summary: str
-    files: dict[str, str]
-    folder: str
-    turns: int
-    cost_usd: Decimal
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    kind: str
-    passed: bool
-    detail: str
-
-    def as_dict(self) -> dict:
-        return {"kind": self.kind, "passed": self.passed, "detail": self.detail}
-
-
-# (rubric, model, outcome) -> the verdict; the engine's, budgeted and priced.
-Judge = Callable[[str, str, Outcome], Verdict]
-
-
-def read_folder(folder: Path) -> dict[str, str]:
-    """The folder's text files (at most MAX_FILES of MAX_FILE_BYTES each), by relative
-    path; links and binary files are left out."""
-    found: dict[str, str] = {}
-    for path in sorted(folder.rglob("*")):
-        if len(found) >= MAX_FILES:
-            break
-        if path.is_symlink() or not path.is_file():
-            continue
-        data = path.read_bytes()[:MAX_FILE_BYTES]
-        try:
-            found[path.relative_to(folder).as_posix()] = data.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-    return found
-
 
 def _short(text: str) -> str:
     text = text.strip()
@@ -225,15 +180,6 @@ def _evaluate(dataset: Dataset, task, concurrency: int):
         )
     with ThreadPoolExecutor(1, "loom-eval-score") as pool:
         return pool.submit(lambda: asyncio.run(run())).result()
-
-
-@dataclass
-class ToScore:
-    """One finished case to score: its key, its outcome, its suite checks."""
-
-    key: str
-    outcome: Outcome
-    checks: list
 
 
 def score(

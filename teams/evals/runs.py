@@ -20,7 +20,7 @@ from teams import services
 from teams.conversation import pm_requests
 from teams.errors import NotFound
 from teams.evals import suites
-from teams.evals.checks import CheckResult, Outcome, read_folder
+from teams.evals.outcome import CheckResult, Outcome, read_folder
 from teams.files import workspace
 from teams.models import (
     APPROVE,

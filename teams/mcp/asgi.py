@@ -1,4 +1,5 @@
-"""`/mcp` on the site: the MCP Streamable HTTP endpoint, in front of Django.
+"""`/mcp` on the site: the MCP Streamable HTTP endpoint, in front of Django (mounted by
+loomsite.mounts, which imports this module at the first request for it).
 
 Each request: the Host header is checked against ALLOWED_HOSTS (as Django would), the
 Bearer token becomes a Caller (teams.access, as the REST API; no session, no cookie),
@@ -31,28 +32,12 @@ from teams.api.auth import CallerThrottle
 from teams.errors import Unauthenticated
 from teams.mcp.server import server_for
 
-MCP_PATH = "/mcp"
 UNAUTHENTICATED = "Authentication required: send Authorization: Bearer <token>."
 # The SDK's DNS-rebinding guard allows localhost only unless told otherwise; Loom
 # checks the Host header against ALLOWED_HOSTS itself (one list for the whole site),
 # and a request needs a Bearer token, which a rebinding page cannot have.
 TRANSPORT = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
-
-def is_mcp_path(path: str) -> bool:
-    return path in (MCP_PATH, f"{MCP_PATH}/")
-
-
-class MCPMount:
-    """HTTP requests to /mcp go to the MCP endpoint; everything else to `app`."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and is_mcp_path(scope.get("path", "")):
-            return await serve(scope, receive, send)
-        return await self.app(scope, receive, send)
 
 
 async def serve(scope, receive, send) -> None:

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from teams.engine import mcp_client
+from teams.engine import mcp_client, mcp_runtime, mcp_spec
 from teams.errors import McpUnavailable
 from teams.models import McpServer
 from tests.fakes.mcp_servers import HUGE_CHARS, PNG, free_port
@@ -59,7 +59,7 @@ def test_the_connection_is_reused_across_calls(server):
     assert mcp_client.call_tool(server, "pid", {}).text == first
     mcp_client.list_tools(server)
     assert mcp_client.call_tool(server, "pid", {}).text == first
-    assert mcp_client.RUNTIME.open_count() == 1
+    assert mcp_runtime.RUNTIME.open_count() == 1
 
 
 def test_a_crash_mid_call_is_a_clear_failure_and_the_server_is_restarted(server):
@@ -88,7 +88,7 @@ def test_a_5_mb_result_is_cut_to_the_tools_budget(server):
     result = mcp_client.call_tool(server, "huge", {})
     assert not result.is_error
     assert result.text.startswith("x" * 100)
-    assert len(result.text) < mcp_client.MCP_RESULT_CHARS + 200
+    assert len(result.text) < mcp_spec.MCP_RESULT_CHARS + 200
     assert f"showing 8,000 of {HUGE_CHARS:,} characters" in result.text
 
 
@@ -162,7 +162,7 @@ def test_an_http_server_is_listed_and_called_with_its_headers(http_server, mcp_h
     assert "add" in {t["name"] for t in fresh(http_server).tools}
     assert mcp_client.call_tool(http_server, "add", {"a": 1, "b": 1}).text == "2"
     assert any(h.get("x-api-key") == SECRET for h in mcp_http.seen_headers)
-    assert mcp_client.RUNTIME.open_count() == 1
+    assert mcp_runtime.RUNTIME.open_count() == 1
 
 
 def test_an_http_server_that_hangs_fails_at_the_timeout(http_server, settings):
