@@ -8,14 +8,23 @@ PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 REDIS_URL ?= redis://127.0.0.1:6379/0
 # The second run, on PostgreSQL, beside the first (scripts/test_suite.sh): only the tests
-# that use the database (--database-tests-only), and of those not the browser, page and
-# admin tests (which exercise the pages, not the database; the socket tests in
-# tests/teams/web do run), the settings tests (which read the environment) and the
-# replays (which compare recorded requests, a whole demo run each); Schemathesis repeats
-# its seed with fewer cases. LOOM_TEST_WORKERS (default 2) sets each run's xdist workers.
-PAGE_TESTS = test_approval_pages test_charts test_time_travel_views test_views test_workspace_views
+# that use the database (--database-tests-only), and of those not the ones whose subject
+# is not the database: the browser, page and admin tests (the pages; the socket tests in
+# tests/teams/web do run), the settings tests (the environment), the replays (recorded
+# requests compared, a whole demo run each), and the protocol ends (the MCP client and
+# its tools, the live MCP, A2A and tracing sites, a program driving a site over HTTP:
+# what they check is the protocol, the database under it is the one the API, engine
+# and tool tests run on PostgreSQL). Schemathesis repeats its seed with fewer cases.
+# LOOM_TEST_WORKERS (default 2) sets each run's xdist workers.
+PAGE_TESTS = test_approval_pages test_charts test_time_travel_views test_views test_workspace_views \
+	test_eval_pages
+PROTOCOL_TESTS = tests/teams/engine/test_mcp_client.py tests/teams/engine/test_mcp_tools.py \
+	tests/teams/mcp/test_live_mcp.py tests/teams/a2a/test_a2a_live.py \
+	tests/teams/a2a/test_a2a_consult_live.py tests/teams/observability/test_telemetry_live.py \
+	tests/teams/api/test_program_e2e.py
 PG_ARGS = --ignore=tests/browser --ignore=tests/loomsite --ignore=tests/teams/admin \
 	$(foreach page,$(PAGE_TESTS),--ignore=tests/teams/web/$(page).py) \
+	$(foreach path,$(PROTOCOL_TESTS),--ignore=$(path)) \
 	--ignore=tests/teams/engine/test_replay.py
 
 .PHONY: install dev run test lint bench clean screenshots

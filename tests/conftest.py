@@ -39,13 +39,33 @@ def uses_database(item) -> bool:
     return bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
+# What makes a module's tests long: a site or a whole layout in child processes, a
+# browser (weight 2); a database flushed after each test (weight 1).
+LONG_FIXTURES = {"start_site": 2, "chromium": 2, "layout": 2, "transactional_db": 1}
+
+
+def module_weight(items) -> int:
+    return max(
+        (LONG_FIXTURES.get(name, 0) for item in items for name in item.fixturenames),
+        default=0,
+    )
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering for its fixtures
 def pytest_collection_modifyitems(config, items):
-    if not config.getoption("--database-tests-only"):
-        return
-    kept = [item for item in items if uses_database(item)]
-    if len(kept) < len(items):
-        config.hook.pytest_deselected(items=[item for item in items if not uses_database(item)])
-        items[:] = kept
+    if config.getoption("--database-tests-only"):
+        kept = [item for item in items if uses_database(item)]
+        if len(kept) < len(items):
+            config.hook.pytest_deselected(items=[item for item in items if not uses_database(item)])
+            items[:] = kept
+    # The long modules first (each keeps its order): pytest-xdist's workers take whole
+    # modules (--dist loadfile) in this order, so no long module starts last while the
+    # other worker sits idle. A plain run keeps the order too (a stable sort).
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    weight = {module: module_weight(found) for module, found in modules.items()}
+    items.sort(key=lambda item: -weight[item.nodeid.split("::", 1)[0]])
 
 
 @pytest.fixture(autouse=True)
