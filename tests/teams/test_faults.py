@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
@@ -220,6 +221,10 @@ def layout(django_db_setup, django_db_blocker, api, redis_server):
     site.start(timeout=90)
     yield site
     site.stop()
+    # The processes wrote until they stopped (heartbeats, after the last test's flush):
+    # the next module on this database must not find workers that seem live.
+    with django_db_blocker.unblock():
+        call_command("flush", interactive=False, verbosity=0)
 
 
 @pytest.fixture
