@@ -25,6 +25,7 @@ OUTPUT = ROOT / os.environ.get("LOOM_TEST_OUTPUT", "test-output")
 # A deadline, not a wait: the site answers within seconds on an idle machine, but a
 # child's imports on 2 cores shared with a whole suite (or more) have taken over 30 s.
 START_SECONDS = 90
+STOP_SECONDS = 4
 
 
 def free_port() -> int:
@@ -47,7 +48,9 @@ def child_env(**extra_env) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "LOOM_"))}
     env.update(
         LOOM_DATABASE_URL=database_url(),
-        LOOM_OFFLINE_DELAY="0.4",
+        # The offline model's pause per call: long enough that a page sees its text
+        # stream into the speaking box, short enough that a demo run takes seconds.
+        LOOM_OFFLINE_DELAY="0.1",
         LOOM_SECRET_KEY="live-site-test-secret-key",
         DJANGO_SETTINGS_MODULE="loomsite.settings",
     )
@@ -126,8 +129,10 @@ class Sites:
         for site in self.sites:
             site.process.terminate()
         for site in self.sites:
+            # A site stops within a second or two; one whose turn is retrying a model
+            # call to a fake the test has stopped waits out the SDK's back-off: killed.
             try:
-                site.process.wait(timeout=10)
+                site.process.wait(timeout=STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 site.process.kill()
                 site.process.wait(timeout=10)

@@ -95,8 +95,11 @@ def test_under_ask_the_pm_approves_and_it_runs_once(fake, team, messages_api):
     ],
 )
 def test_a_misbehaving_server_gives_an_error_and_the_turn_ends_normally(
-    fake, team, messages_api, name, arguments, expected
+    fake, team, messages_api, settings, name, arguments, expected
 ):
+    # The server is started and listed (within the fixture's 20 s): the hanging call
+    # needs a deadline of its own, not the start's.
+    settings.LOOM_MCP_TIMEOUT = 2
     api = _coder_calls(messages_api, name, arguments)
     team_actions.team_start(team=team)
     drain(team, limit=3)
