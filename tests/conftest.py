@@ -39,16 +39,14 @@ def uses_database(item) -> bool:
     return bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
-# What makes a module's tests long: a site or a whole layout in child processes, a
-# browser (weight 2); a database flushed after each test (weight 1).
-LONG_FIXTURES = {"start_site": 2, "chromium": 2, "layout": 2, "transactional_db": 1}
+# What makes a module's tests long: a site in a child process, a browser. (The fault
+# tests' layout is long too but keeps its place: first, it ran beside the browser
+# tests, and its 3 s leases lapsed on the loaded machine.)
+LONG_FIXTURES = {"start_site", "chromium"}
 
 
-def module_weight(items) -> int:
-    return max(
-        (LONG_FIXTURES.get(name, 0) for item in items for name in item.fixturenames),
-        default=0,
-    )
+def is_long(items) -> bool:
+    return any(LONG_FIXTURES.intersection(item.fixturenames) for item in items)
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering for its fixtures
@@ -64,8 +62,8 @@ def pytest_collection_modifyitems(config, items):
     modules: dict[str, list] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    weight = {module: module_weight(found) for module, found in modules.items()}
-    items.sort(key=lambda item: -weight[item.nodeid.split("::", 1)[0]])
+    long = {module for module, found in modules.items() if is_long(found)}
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in long)
 
 
 @pytest.fixture(autouse=True)
