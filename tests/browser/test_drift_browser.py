@@ -66,6 +66,12 @@ def test_drift_panel_pinned_answer_flag_and_admin_chart(start_site, browser, pm_
     expect(page.locator("body[data-live=on]")).to_have_count(1)
     page.locator("button[value=pause]").dispatch_event("click")
     expect(page.locator(".flash")).to_contain_text("Team 'demo' paused.")
+    # A turn running when the team paused still finishes and shows its figures: wait
+    # for it, so the coder's next figures come from the resumed turn alone.
+    deadline = time.monotonic() + 30
+    while Turn.objects.filter(team=team, status=Turn.Status.RUNNING).exists():
+        assert time.monotonic() < deadline, "a turn still running 30 s after the pause"
+        time.sleep(0.1)
 
     # A coder far off course (no trajectory, a tactic, three violations) is flagged
     # live when its next turn finishes (the team resumed from here: the site's
