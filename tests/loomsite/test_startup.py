@@ -2,12 +2,11 @@
 imported when first used, not by every web process, worker and management command."""
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.live_site import ROOT, child_env
+
 # The MCP SDK, pydantic-evals (with pydantic-ai) and a2a-sdk: about 2 s of CPU together.
 LOADED_WHEN_USED = ("mcp", "pydantic_evals", "pydantic_ai", "a2a")
 PROBE = """
@@ -22,16 +21,10 @@ print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[1:
 
 
 def test_the_site_and_the_workers_start_without_the_sdks_they_load_when_used(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "ANTHROPIC_"))}
-    env.update(
-        DJANGO_SETTINGS_MODULE="loomsite.settings",
-        LOOM_SECRET_KEY="startup-test-key",
-        LOOM_DATA_DIR=str(tmp_path),
-    )
     done = subprocess.run(
         [sys.executable, "-c", PROBE, *LOADED_WHEN_USED],
         cwd=ROOT,
-        env=env,
+        env=child_env(LOOM_DATA_DIR=str(tmp_path)),
         capture_output=True,
         text=True,
         timeout=120,
