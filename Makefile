@@ -12,32 +12,40 @@ REDIS_URL ?= redis://127.0.0.1:6379/0
 # is not the database: the browser, page and admin tests (the pages; the socket tests in
 # tests/teams/web do run), the settings tests (the environment), the replays (recorded
 # requests compared, a whole demo run each), and the protocol ends (the MCP client and
-# its tools, the live MCP, A2A and tracing sites, a program driving a site over HTTP:
-# what they check is the protocol, the database under it is the one the API, engine
-# and tool tests run on PostgreSQL). Schemathesis repeats its seed with fewer cases.
+# its tools, the live MCP, A2A and tracing sites, A2A consultants, a program driving a
+# site over HTTP: what they check is the protocol, the database under it is the one the
+# API, engine and tool tests run on PostgreSQL), the guards (every hostile path against
+# every file tool, every URL class against the outbound guard: what they check is a
+# path or an address) and the eval command's whole demo suites (the eval engine's own
+# tests run there). Schemathesis repeats its seed with fewer fuzzed cases.
 # LOOM_TEST_WORKERS (default 2) sets each run's xdist workers.
 PAGE_TESTS = test_approval_pages test_charts test_time_travel_views test_views test_workspace_views \
 	test_eval_pages
 PROTOCOL_TESTS = tests/teams/engine/test_mcp_client.py tests/teams/engine/test_mcp_tools.py \
 	tests/teams/mcp/test_live_mcp.py tests/teams/a2a/test_a2a_live.py \
 	tests/teams/a2a/test_a2a_consult_live.py tests/teams/observability/test_telemetry_live.py \
-	tests/teams/api/test_program_e2e.py
+	tests/teams/api/test_program_e2e.py tests/tools/test_consult_a2a.py
+GUARD_TESTS = tests/tools/test_workspace.py tests/teams/lib/test_outbound.py \
+	tests/teams/test_eval_command.py
 PG_ARGS = --ignore=tests/browser --ignore=tests/loomsite --ignore=tests/teams/admin \
 	$(foreach page,$(PAGE_TESTS),--ignore=tests/teams/web/$(page).py) \
-	$(foreach path,$(PROTOCOL_TESTS),--ignore=$(path)) \
+	$(foreach path,$(PROTOCOL_TESTS) $(GUARD_TESTS),--ignore=$(path)) \
 	--ignore=tests/teams/engine/test_replay.py
 
 .PHONY: install dev run test lint bench clean screenshots
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e .
 	touch $@
 
-$(VENV)/.dev-installed: $(VENV)/.installed
+# The dev extras bring the project too: one install on a fresh machine, not two.
+$(VENV)/.dev-installed: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[dev]'
-	touch $@
+	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
 

@@ -9,6 +9,10 @@
 # Exits non-zero when either run failed.
 PY=$1 PG_URL=$2 REDIS_URL=$3
 shift 4
+# Compiled modules are kept (__pycache__, git-ignored) even where the environment says
+# not to: every xdist worker, site and command a test starts would otherwise compile
+# the project and pytest rewrite every test module again (half a minute of CPU per worker).
+unset PYTHONDONTWRITEBYTECODE
 WORKERS=${LOOM_TEST_WORKERS:-2}
 case "$WORKERS" in
     ''|*[!0-9]*) echo "LOOM_TEST_WORKERS must be a number of workers (0 for none), not '$WORKERS'" >&2; exit 2 ;;
