@@ -80,7 +80,12 @@ def test_consultations_side_by_side_and_the_workspace(
     expect(critic.locator(".consult-points")).to_contain_text("Edge cases first")
     expect(architect.locator(".consult-actions")).to_contain_text("Split the renderer")
     expect(critic.locator(".consult-dropped")).to_contain_text("../secret")
-    left, right = critic.bounding_box(), architect.bounding_box()
+    # Both boxes read in one go: the page may still be laying out what arrives live
+    # above them (two reads once saw the row 6 px apart).
+    left, right = ask.evaluate(
+        """batch => ["critic", "architect"].map(name => batch.querySelector(
+            `.consultant[data-consultant=${name}]`).getBoundingClientRect().toJSON())"""
+    )
     assert abs(left["y"] - right["y"]) < 2 and left["x"] + left["width"] <= right["x"]
     page.locator("#consultations-title").scroll_into_view_if_needed()
     page.screenshot(path=SCREENSHOTS / "consultations-live-view.png", full_page=True)
