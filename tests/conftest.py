@@ -39,10 +39,11 @@ def uses_database(item) -> bool:
     return bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
-# What makes a module's tests long: a site in a child process, a browser. (The fault
-# tests' layout is long too but keeps its place: first, it ran beside the browser
-# tests, and its 3 s leases lapsed on the loaded machine.)
-LONG_FIXTURES = {"start_site", "chromium"}
+# What makes a module's tests long: a site in a child process, a browser, Schemathesis's
+# every operation (one item of minutes). (The fault tests' layout is long too but keeps
+# its place: first, it ran beside the browser tests, and its 3 s leases lapsed on the
+# loaded machine.)
+LONG_FIXTURES = {"start_site", "chromium", "api_schema"}
 
 
 def is_long(items) -> bool:
