@@ -4,8 +4,7 @@
 # the database again on PostgreSQL (with Redis when it answers; Schemathesis with its
 # fuzzed cases only, 10 an operation), whose output is shown when both have ended; then
 # the slowest tests of both.
-# Each run spreads its tests over pytest-xdist workers (3 on SQLite, 2 on PostgreSQL;
-# LOOM_TEST_WORKERS=N sets both,
+# Each run spreads its tests over LOOM_TEST_WORKERS pytest-xdist workers (default 2;
 # 0 runs them in the pytest process itself), each with a test database of its own.
 # Usage: test_suite.sh PYTHON PG_URL REDIS_URL -- PYTEST-ARGS-OF-THE-POSTGRESQL-RUN...
 # Exits non-zero when either run failed.
@@ -15,18 +14,12 @@ shift 4
 # not to: every xdist worker, site and command a test starts would otherwise compile
 # the project and pytest rewrite every test module again (half a minute of CPU per worker).
 unset PYTHONDONTWRITEBYTECODE
-# The SQLite run is the longer (the browser tests wait on their sites): one worker more,
-# to fill the cores while the others wait, unless LOOM_TEST_WORKERS sets both.
-SQLITE_WORKERS=${LOOM_TEST_WORKERS:-3} PG_WORKERS=${LOOM_TEST_WORKERS:-2}
-spread() {  # the pytest options that spread a run over $1 workers
-    case "$1" in
-        ''|*[!0-9]*) echo "LOOM_TEST_WORKERS must be a number of workers (0 for none), not '$1'" >&2; exit 2 ;;
-    esac
-    # loadfile: a file's tests share one worker, so module-wide fixtures start once.
-    if [ "$1" -gt 0 ]; then echo "-n $1 --dist loadfile"; fi
-}
-SQLITE_SPREAD=$(spread "$SQLITE_WORKERS") || exit 2
-PG_SPREAD=$(spread "$PG_WORKERS") || exit 2
+WORKERS=${LOOM_TEST_WORKERS:-2}
+case "$WORKERS" in
+    ''|*[!0-9]*) echo "LOOM_TEST_WORKERS must be a number of workers (0 for none), not '$WORKERS'" >&2; exit 2 ;;
+esac
+# loadfile: a file's tests share one worker, so module-wide fixtures start once.
+if [ "$WORKERS" -gt 0 ]; then SPREAD="-n $WORKERS --dist loadfile"; else SPREAD=""; fi
 mkdir -p test-output
 PG_LOG=test-output/postgres-run.log
 SQLITE_XML=test-output/sqlite-junit.xml PG_XML=test-output/postgres-junit.xml
@@ -40,18 +33,18 @@ if "$PY" scripts/services_up.py postgres "$PG_URL"; then
     else
         echo "== PostgreSQL answers (Redis does not): the database tests run against it too (output: $PG_LOG)"
     fi
-    # shellcheck disable=SC2086 # PG_SPREAD is words
+    # shellcheck disable=SC2086 # SPREAD is words
     LOOM_TEST_OUTPUT=test-output/postgres LOOM_SCHEMATHESIS_EXAMPLES=10 LOOM_SCHEMATHESIS_COVERAGE=0 \
         LOOM_DATABASE_URL="$PG_URL" \
-        LOOM_TEST_REDIS_URL="$redis" "$PY" -m pytest $PG_SPREAD --database-tests-only \
+        LOOM_TEST_REDIS_URL="$redis" "$PY" -m pytest $SPREAD --database-tests-only \
         --junitxml="$PG_XML" "$@" >"$PG_LOG" 2>&1 &
     pg_pid=$!
 else
     echo "== NOTICE: no PostgreSQL at $PG_URL: the PostgreSQL run is skipped"
 fi
-echo "== The suite on SQLite ($SQLITE_WORKERS workers; PostgreSQL: $PG_WORKERS)"
+echo "== The suite on SQLite ($WORKERS workers)"
 # shellcheck disable=SC2086
-"$PY" -m pytest $SQLITE_SPREAD --junitxml="$SQLITE_XML"
+"$PY" -m pytest $SPREAD --junitxml="$SQLITE_XML"
 sqlite_rc=$?
 pg_rc=0
 if [ -n "$pg_pid" ]; then
