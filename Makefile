@@ -17,8 +17,7 @@ REDIS_URL ?= redis://127.0.0.1:6379/0
 # API, engine and tool tests run on PostgreSQL), the guards (every hostile path against
 # every file tool, every URL class against the outbound guard: what they check is a
 # path or an address) and the eval command's whole demo suites (the eval engine's own
-# tests run there). Schemathesis sends its fuzzed cases
-# only (scripts/test_suite.sh).
+# tests run there). Schemathesis sends its fuzzed cases only (scripts/test_suite.sh).
 # LOOM_TEST_WORKERS (default 2) sets each run's xdist workers.
 PAGE_TESTS = test_approval_pages test_charts test_time_travel_views test_views test_workspace_views \
 	test_eval_pages
