@@ -18,8 +18,11 @@ WORKERS=${LOOM_TEST_WORKERS:-2}
 case "$WORKERS" in
     ''|*[!0-9]*) echo "LOOM_TEST_WORKERS must be a number of workers (0 for none), not '$WORKERS'" >&2; exit 2 ;;
 esac
-# loadfile: a file's tests share one worker, so module-wide fixtures start once.
-if [ "$WORKERS" -gt 0 ]; then SPREAD="-n $WORKERS --dist loadfile"; else SPREAD=""; fi
+# loadfile: a file's tests share one worker, so module-wide fixtures start once; in the
+# order tests/conftest.py gives them (the long modules first: pytest-xdist would
+# otherwise hand out the modules with the most tests first, and the browser files and
+# Schemathesis's one long item started last, alone at the end of the run).
+if [ "$WORKERS" -gt 0 ]; then SPREAD="-n $WORKERS --dist loadfile --no-loadscope-reorder"; else SPREAD=""; fi
 mkdir -p test-output
 PG_LOG=test-output/postgres-run.log
 SQLITE_XML=test-output/sqlite-junit.xml PG_XML=test-output/postgres-junit.xml

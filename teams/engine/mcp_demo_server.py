@@ -61,6 +61,27 @@ def build():
     return server
 
 
+def listing() -> list[dict]:
+    """The tools as an MCP client lists them, from this module's server in this process
+    (the SDK's in-memory client): the demo server is Loom's own, so `loom_demo` fills its
+    row without starting a child Python (about 2 s of CPU, most of it the SDK's imports);
+    the team's first call starts the real one over stdio. Runs its loop in a thread of
+    its own: a caller may have one running already."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mcp.client import Client
+
+    from teams.engine.mcp_runtime import listing as listed
+
+    async def list_in_memory() -> list[dict]:
+        async with Client(build()) as client:
+            return await listed(client, 30)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, list_in_memory()).result()
+
+
 def register(team: Team) -> McpServer:
     """The demo server on `team` (made once; the same row again after that)."""
     from teams.integrations import mcp_servers

@@ -9,7 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from teams import services
-from teams.engine import mcp_client, mcp_demo_server
+from teams.engine import mcp_demo_server
+from teams.integrations import mcp_servers
 from teams.lib.catalog import OFFLINE_MODEL
 from teams.models import ConsultantProfile, Team
 from teams.pm_group import PM_GROUP, PM_PERMISSIONS
@@ -87,15 +88,15 @@ class Command(BaseCommand):
 
     def _list_demo_tools(self, server):
         """The demo MCP server's tools, listed now so the coder is offered them (its
-        word_count call waits for the PM's approval: the first run shows one)."""
+        word_count call waits for the PM's approval: the first run shows one). Listed
+        from the server's own module in this process: no child is started for it."""
         if server.tools:
             return
-        server = mcp_client.refresh(server)
-        if server.error:
-            self.stderr.write(f"The demo MCP server did not list its tools: {server.error}")
-        else:
-            names = ", ".join(t["name"] for t in server.tools)
-            self.stdout.write(f"Registered the demo MCP server '{server.name}' ({names}; ask).")
+        server = mcp_servers.mcp_server_record_tools(
+            server=server, tools=mcp_demo_server.listing()
+        )
+        names = ", ".join(t["name"] for t in server.tools)
+        self.stdout.write(f"Registered the demo MCP server '{server.name}' ({names}; ask).")
 
     def _ensure_admin(self, team):
         User = get_user_model()
