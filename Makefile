@@ -16,8 +16,9 @@ REDIS_URL ?= redis://127.0.0.1:6379/0
 # site over HTTP: what they check is the protocol, the database under it is the one the
 # API, engine and tool tests run on PostgreSQL), the guards (every hostile path against
 # every file tool, every URL class against the outbound guard: what they check is a
-# path or an address) and the eval command's whole demo suites (the eval engine's own
-# tests run there). Schemathesis sends its fuzzed cases only (scripts/test_suite.sh).
+# path or an address; who may call which operation: every operation against every kind of
+# caller, with the teams tables compared before and after each refusal) and the eval
+# command's whole demo suites (the eval engine's own tests run there). Schemathesis sends its fuzzed cases only (scripts/test_suite.sh).
 # LOOM_TEST_WORKERS (default 2) sets each run's xdist workers.
 PAGE_TESTS = test_approval_pages test_charts test_time_travel_views test_views test_workspace_views \
 	test_eval_pages
@@ -26,7 +27,7 @@ PROTOCOL_TESTS = tests/teams/engine/test_mcp_client.py tests/teams/engine/test_m
 	tests/teams/a2a/test_a2a_consult_live.py tests/teams/observability/test_telemetry_live.py \
 	tests/teams/api/test_program_e2e.py tests/tools/test_consult_a2a.py
 GUARD_TESTS = tests/tools/test_workspace.py tests/teams/lib/test_outbound.py \
-	tests/teams/test_eval_command.py
+	tests/teams/api/test_access.py tests/teams/test_eval_command.py
 PG_ARGS = --ignore=tests/browser --ignore=tests/loomsite --ignore=tests/teams/admin \
 	$(foreach page,$(PAGE_TESTS),--ignore=tests/teams/web/$(page).py) \
 	$(foreach path,$(PROTOCOL_TESTS) $(GUARD_TESTS),--ignore=$(path)) \

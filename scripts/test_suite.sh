@@ -37,7 +37,7 @@ if "$PY" scripts/services_up.py postgres "$PG_URL"; then
         echo "== PostgreSQL answers (Redis does not): the database tests run against it too (output: $PG_LOG)"
     fi
     # shellcheck disable=SC2086 # SPREAD is words
-    LOOM_TEST_OUTPUT=test-output/postgres LOOM_SCHEMATHESIS_EXAMPLES=10 LOOM_SCHEMATHESIS_COVERAGE=0 \
+    LOOM_TEST_OUTPUT=test-output/postgres LOOM_SCHEMATHESIS_EXAMPLES=5 LOOM_SCHEMATHESIS_COVERAGE=0 \
         LOOM_DATABASE_URL="$PG_URL" \
         LOOM_TEST_REDIS_URL="$redis" "$PY" -m pytest $SPREAD --database-tests-only \
         --junitxml="$PG_XML" "$@" >"$PG_LOG" 2>&1 &

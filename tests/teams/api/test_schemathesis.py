@@ -41,7 +41,7 @@ from teams import services
 from tests.helpers import api_token, furnish, make_team, make_user
 
 # Fuzzed cases per operation, besides its coverage cases (make test's PostgreSQL run: 10).
-MAX_EXAMPLES = int(os.environ.get("LOOM_SCHEMATHESIS_EXAMPLES", "25"))
+MAX_EXAMPLES = int(os.environ.get("LOOM_SCHEMATHESIS_EXAMPLES", "10"))
 # LOOM_SCHEMATHESIS_COVERAGE=0 leaves the coverage cases out (make test's PostgreSQL run:
 # two thirds of the requests, boundary and wrong-typed values that mostly meet the same
 # validation on either database, run on SQLite; the fuzzed cases reach PostgreSQL).
