@@ -18,7 +18,8 @@ REDIS_URL ?= redis://127.0.0.1:6379/0
 # every file tool, every URL class against the outbound guard: what they check is a
 # path or an address; who may call which operation: every operation against every kind of
 # caller, with the teams tables compared before and after each refusal) and the eval
-# command's whole demo suites (the eval engine's own tests run there). Schemathesis sends its fuzzed cases only (scripts/test_suite.sh).
+# command's whole demo suites (the eval engine's own tests run there). Schemathesis sends
+# its fuzzed cases only (scripts/test_suite.sh).
 # LOOM_TEST_WORKERS (default 2) sets each run's xdist workers.
 PAGE_TESTS = test_approval_pages test_charts test_time_travel_views test_views test_workspace_views \
 	test_eval_pages
@@ -35,17 +36,19 @@ PG_ARGS = --ignore=tests/browser --ignore=tests/loomsite --ignore=tests/teams/ad
 
 .PHONY: install dev run test lint bench clean screenshots
 
+# uv installs the packages (scripts/venv_install.sh); where uv cannot be had, pip does.
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q uv || $(PY) -m pip install -q --upgrade pip
+PIP_INSTALL = scripts/venv_install.sh $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e .
+	$(PIP_INSTALL) -e .
 	touch $@
 
 # The dev extras bring the project too: one install on a fresh machine, not two.
 $(VENV)/.dev-installed: pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PIP_INSTALL) -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

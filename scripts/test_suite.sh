@@ -2,7 +2,7 @@
 # `make test`'s two runs of the suite, side by side on the machine's cores: the whole
 # suite on SQLite (in the foreground) and, when PostgreSQL answers, the tests that use
 # the database again on PostgreSQL (with Redis when it answers; Schemathesis with its
-# fuzzed cases only, 10 an operation), whose output is shown when both have ended; then
+# fuzzed cases only, 5 an operation), whose output is shown when both have ended; then
 # the slowest tests of both.
 # Each run spreads its tests over LOOM_TEST_WORKERS pytest-xdist workers (default 2;
 # 0 runs them in the pytest process itself), each with a test database of its own.
