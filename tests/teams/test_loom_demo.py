@@ -69,3 +69,21 @@ def test_loom_demo_makes_the_pm_group_with_exactly_its_permissions(db, monkeypat
         "delete_mcpserver",
     }
     assert "change_apitoken" in codenames and "view_consultantprofile" not in codenames
+
+
+def test_loom_demo_lists_its_mcp_servers_tools_as_the_server_itself_does(db, capsys):
+    """The demo's MCP tools are listed in process (no child started at set-up), and the
+    listing is exactly what the server answers over stdio when a turn starts it."""
+    from teams.engine import mcp_client
+    from teams.models import McpServer
+
+    call_command("loom_demo")
+    assert "Registered the demo MCP server 'demo' (outline, word_count; ask)." in (
+        capsys.readouterr().out
+    )
+    server = McpServer.objects.get(team__slug="demo", name="demo")
+    assert server.listed_at is not None and server.error == ""
+    assert [t["name"] for t in server.tools] == ["outline", "word_count"]
+    assert "not a file path" in server.tools[0]["input_schema"]["properties"]["text"]["description"]
+    over_stdio = mcp_client.refresh(server)
+    assert over_stdio.error == "" and over_stdio.tools == server.tools
