@@ -4,9 +4,8 @@
 # the database again on PostgreSQL (with Redis when it answers; Schemathesis with its
 # fuzzed cases only, 5 an operation), whose output is shown when both have ended; then
 # the slowest tests of both.
-# Each run spreads its tests over LOOM_TEST_WORKERS pytest-xdist workers (default 3 on
-# SQLite, 2 on PostgreSQL; 0 runs them in the pytest process itself), each with a test
-# database of its own.
+# Each run spreads its tests over LOOM_TEST_WORKERS pytest-xdist workers (default 2;
+# 0 runs them in the pytest process itself), each with a test database of its own.
 # Usage: test_suite.sh PYTHON PG_URL REDIS_URL -- PYTEST-ARGS-OF-THE-POSTGRESQL-RUN...
 # Exits non-zero when either run failed.
 PY=$1 PG_URL=$2 REDIS_URL=$3
@@ -15,7 +14,7 @@ shift 4
 # not to: every xdist worker, site and command a test starts would otherwise compile
 # the project and pytest rewrite every test module again (half a minute of CPU per worker).
 unset PYTHONDONTWRITEBYTECODE
-WORKERS=${LOOM_TEST_WORKERS:-2}  # each run's, PostgreSQL's by default
+WORKERS=${LOOM_TEST_WORKERS:-2}
 case "$WORKERS" in
     ''|*[!0-9]*) echo "LOOM_TEST_WORKERS must be a number of workers (0 for none), not '$WORKERS'" >&2; exit 2 ;;
 esac
@@ -23,12 +22,7 @@ esac
 # order tests/conftest.py gives them (the long modules first: pytest-xdist would
 # otherwise hand out the modules with the most tests first, and the browser files and
 # Schemathesis's one long item started last, alone at the end of the run).
-spread() { [ "$1" -gt 0 ] && echo "-n $1 --dist loadfile --no-loadscope-reorder"; }
-SPREAD=$(spread "$WORKERS")
-# The SQLite run is the longer one (the browser tests): a worker more, which keeps both
-# cores busy once the PostgreSQL run has ended (LOOM_TEST_WORKERS sets both runs).
-SQLITE_WORKERS=${LOOM_TEST_WORKERS:-3}
-SQLITE_SPREAD=$(spread "$SQLITE_WORKERS")
+if [ "$WORKERS" -gt 0 ]; then SPREAD="-n $WORKERS --dist loadfile --no-loadscope-reorder"; else SPREAD=""; fi
 mkdir -p test-output
 PG_LOG=test-output/postgres-run.log
 SQLITE_XML=test-output/sqlite-junit.xml PG_XML=test-output/postgres-junit.xml
@@ -51,9 +45,9 @@ if "$PY" scripts/services_up.py postgres "$PG_URL"; then
 else
     echo "== NOTICE: no PostgreSQL at $PG_URL: the PostgreSQL run is skipped"
 fi
-echo "== The suite on SQLite ($SQLITE_WORKERS workers)"
+echo "== The suite on SQLite ($WORKERS workers)"
 # shellcheck disable=SC2086
-"$PY" -m pytest $SQLITE_SPREAD --junitxml="$SQLITE_XML"
+"$PY" -m pytest $SPREAD --junitxml="$SQLITE_XML"
 sqlite_rc=$?
 pg_rc=0
 if [ -n "$pg_pid" ]; then
