@@ -16,6 +16,14 @@ MEANING = re.compile(r"^(on track|some drift|significant drift)$")
 AGENTS = ("coach", "researcher", "coder", "reviewer")
 
 
+def wait_for_no_running_turn(team):
+    """A turn running when the team stopped still finishes: wait until none runs."""
+    deadline = time.monotonic() + 30
+    while Turn.objects.filter(team=team, status=Turn.Status.RUNNING).exists():
+        assert time.monotonic() < deadline, "a turn still runs 30 s after the team stopped"
+        time.sleep(0.1)
+
+
 def test_drift_panel_pinned_answer_flag_and_admin_chart(start_site, browser, pm_user):
     call_command("loom_demo")
     site = start_site(LOOM_OFFLINE_DELAY="0.05")
@@ -50,17 +58,22 @@ def test_drift_panel_pinned_answer_flag_and_admin_chart(start_site, browser, pm_
         expect(item.locator(".drift-score")).to_have_text(re.compile(r"^\d{1,3}$"))
         expect(item.locator(".drift-meaning")).to_have_text(MEANING)
         expect(item.locator(".drift-advice")).to_have_text(re.compile(r"\S"))
-    expect(panel.locator("li[data-agent=coach] .drift-score")).to_have_text("100")
 
-    # The coach asks; the PM answers in the live view and pins the answer.
+    # The coach asks; the team waits for the PM (once the turn running then is over,
+    # nothing moves): the coach's score is the one its fields give, live.
     expect(page.locator("#pm-request")).to_be_visible(timeout=30_000)
+    team = Team.objects.get(slug="demo")
+    wait_for_no_running_turn(team)
+    coach = team.agents.get(name="coach")
+    expect(panel.locator("li[data-agent=coach] .drift-score")).to_have_text(str(drift.score(coach)))
+
+    # The PM answers in the live view and pins the answer.
     page.screenshot(path=SCREENSHOTS / "drift-live-view.png", full_page=True)
     form = page.locator("#pm-answer-form")
     form.locator("textarea[name=answer]").fill("HTML only for now.")
     form.locator("input[name=pin_as]").fill("output-format")
     form.locator("#pm-answer-button").click()
     expect(page.locator(".flash")).to_contain_text("Answer sent; team demo resumes.")
-    team = Team.objects.get(slug="demo")
     anchor = Anchor.objects.get(team=team, key="output-format")
     assert anchor.value == "HTML only for now." and anchor.updated_by == "pm (pm)"
     expect(page.locator("body[data-live=on]")).to_have_count(1)
@@ -68,10 +81,7 @@ def test_drift_panel_pinned_answer_flag_and_admin_chart(start_site, browser, pm_
     expect(page.locator(".flash")).to_contain_text("Team 'demo' paused.")
     # A turn running when the team paused still finishes and shows its figures: wait
     # for it, so the coder's next figures come from the resumed turn alone.
-    deadline = time.monotonic() + 30
-    while Turn.objects.filter(team=team, status=Turn.Status.RUNNING).exists():
-        assert time.monotonic() < deadline, "a turn still running 30 s after the pause"
-        time.sleep(0.1)
+    wait_for_no_running_turn(team)
 
     # A coder far off course (no trajectory, a tactic, three violations) is flagged
     # live when its next turn finishes (the team resumed from here: the site's
@@ -99,10 +109,7 @@ def test_drift_panel_pinned_answer_flag_and_admin_chart(start_site, browser, pm_
 
     # ... and on the pages as they load (once the turn running at the pause is over,
     # so nothing changes the coder behind the test's back).
-    deadline = time.monotonic() + 30
-    while Turn.objects.filter(team=team, status="running").exists():
-        assert time.monotonic() < deadline, "a turn still runs 30 s after the pause"
-        time.sleep(0.1)
+    wait_for_no_running_turn(team)
     Agent.objects.filter(pk=coder.pk).update(**off_course)
     coder.refresh_from_db()
     score = drift.score(coder)
