@@ -31,6 +31,9 @@ class Reply:
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
     delay: float = 0.0  # seconds the server waits before answering
+    # Called before answering: a threading.Barrier's wait holds replies until their
+    # requests are all in flight (what proves calls side by side without a clock).
+    gate: Callable[[], object] | None = None
 
 
 @dataclass
@@ -252,6 +255,8 @@ class FakeMessagesAPI(LocalServer):
                 reply = api.next_reply(recorded)
                 if getattr(reply, "delay", 0):
                     time.sleep(reply.delay)
+                if getattr(reply, "gate", None):
+                    reply.gate()
                 if isinstance(reply, Reset):
                     linger = struct.pack("ii", 1, 0)  # close with RST, not FIN
                     self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 
@@ -30,6 +31,9 @@ class Completion:
     prompt_tokens: int = 120
     completion_tokens: int = 60
     delay: float = 0.0
+    # Called before answering: a threading.Barrier's wait holds replies until their
+    # requests are all in flight (what proves calls side by side without a clock).
+    gate: Callable[[], object] | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     cached_tokens: int = 0
     arguments_chunks: int = 1  # a streamed call's arguments arrive in this many pieces
@@ -157,6 +161,8 @@ class FakeOpenAI(LocalServer):
                 reply = fake.reply_to(request)
                 if getattr(reply, "delay", 0):
                     time.sleep(reply.delay)
+                if getattr(reply, "gate", None):
+                    reply.gate()
                 if isinstance(reply, Error):
                     return self._json(reply.status, {"error": {"message": reply.message}})
                 model = body.get("model", "gpt-test")
