@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 
@@ -38,6 +39,9 @@ class Delivered:
 class Answer:
     status: int = 200
     sleep: float = 0.0  # seconds to wait before answering
+    # Called before answering: a threading.Barrier's wait holds the answers until their
+    # deliveries are all in flight (what proves them side by side without a clock).
+    gate: Callable[[], object] | None = None
 
 
 def verify(secret: str, body: bytes, header: str) -> bool:
@@ -85,6 +89,8 @@ class WebhookReceiver(LocalServer):
                 answer = hook.next_answer(request)
                 if answer.sleep:
                     time.sleep(answer.sleep)
+                if answer.gate:
+                    answer.gate()
                 status = answer.status if request.signature_ok else 401
                 text = b"ok" if status < 300 else b"receiver says no"
                 try:
