@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 
-from tests.fakes.server import LocalServer
+from tests.fakes.server import NO_REPLY, LocalServer
 
 
 @dataclass
@@ -225,11 +225,10 @@ class FakeMessagesAPI(LocalServer):
         with self.lock:
             self.requests.append(request)
             self._counter += 1
-            if callable(self.script):
-                return self.script(request)
-            if not self.script:
-                return Failure(500, "api_error", "The fake server's script ran out.")
-            return self.script.pop(0)
+            reply = self.script_next(request)
+        if reply is None:
+            return Failure(400, "invalid_request_error", NO_REPLY)
+        return reply
 
     def _handler_class(self):
         api = self

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 
-from tests.fakes.server import LocalServer
+from tests.fakes.server import NO_REPLY, LocalServer
 
 
 @dataclass
@@ -139,9 +139,8 @@ class FakeOpenAI(LocalServer):
     def reply_to(self, request: Request):
         with self.lock:
             self.requests.append(request)
-            if callable(self.script):
-                return self.script(request)
-            return self.script.pop(0) if self.script else Error(500, "script ran out")
+            reply = self.script_next(request)
+        return Error(400, NO_REPLY) if reply is None else reply
 
     def _handler_class(self):
         fake = self
