@@ -1,8 +1,11 @@
+import os
 import sys
+import uuid
 
 import pytest
 from channels.testing import WebsocketCommunicator
 
+from tests import template_database
 from tests.helpers import make_team, make_user
 
 # A socket's answer may take over the test communicator's default second on a loaded
@@ -31,6 +34,40 @@ def pytest_addoption(parser):
         help="run only the tests that use the database (make test's PostgreSQL run: "
         "the others ran on SQLite already and do not depend on the database)",
     )
+
+
+def pytest_configure(config):
+    # The controller of xdist workers names the run (the workers learn it as
+    # workerinput["testrunuid"]): the name of its template database.
+    if getattr(config.option, "numprocesses", None) and config.option.testrunuid is None:
+        config.option.testrunuid = uuid.uuid4().hex
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
+        template_database.template_remove(run_id=config.option.testrunuid)
+
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # In an xdist worker: pytest-django's database set-up, with the run's workers
+    # sharing one migration (tests/template_database.py). A plain run keeps
+    # pytest-django's own (and its --reuse-db and --nomigrations).
+
+    @pytest.fixture(scope="session")
+    def django_db_setup(
+        request, django_test_environment, django_db_blocker, django_db_modify_db_settings
+    ):
+        run_id = os.environ["PYTEST_XDIST_TESTRUNUID"]
+        with django_db_blocker.unblock():
+            config = template_database.setup_from_template(run_id=run_id, verbosity=0)
+        yield
+        with django_db_blocker.unblock():
+            try:
+                template_database.teardown(config)
+            except Exception as exc:  # as pytest-django's: a warning, not an error
+                request.node.warn(
+                    pytest.PytestWarning(f"Error when trying to teardown test databases: {exc!r}")
+                )
 
 
 def uses_database(item) -> bool:
