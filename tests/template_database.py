@@ -1,13 +1,14 @@
-"""One migrated test database per run of pytest-xdist workers: the first worker to need
-a database migrates its own and copies it as the run's template; each other worker
-starts from a copy of the template instead of running the 56 migrations again (about
-5 s of CPU a worker, while every worker of make test's two runs starts at once).
+"""The test databases of a run of pytest-xdist workers, migrated once: the first
+worker to need a database migrates its own and copies it as the run's template; each
+other worker starts from a copy of the template instead of running the 56 migrations
+again (about 5 s of CPU a worker, while every worker of make test's two runs starts at
+once). At the end a worker drops its database (PostgreSQL's after ending the sessions
+its threads left) and the controller the template (tests/conftest.py).
 
 Only public means: the sqlite3 module's online backup, PostgreSQL's CREATE DATABASE
 ... TEMPLATE (Django's TEST "TEMPLATE" setting) and Django's setup_databases (with
 keepdb on SQLite, where it finds the copy and checks that nothing is left to migrate).
-The workers take turns under a file lock; the controller removes the template when
-the run ends (tests/conftest.py)."""
+The workers take turns under a file lock."""
 
 from __future__ import annotations
 
