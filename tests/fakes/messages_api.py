@@ -14,12 +14,11 @@ import hashlib
 import json
 import socket
 import struct
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 
-from tests.fakes.server import NO_REPLY, LocalServer
+from tests.fakes.server import NO_REPLY, LocalServer, wait_before_answering
 
 
 @dataclass
@@ -31,9 +30,7 @@ class Reply:
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
     delay: float = 0.0  # seconds the server waits before answering
-    # Called before answering: a threading.Barrier's wait holds replies until their
-    # requests are all in flight (what proves calls side by side without a clock).
-    gate: Callable[[], object] | None = None
+    gate: Callable[[], object] | None = None  # called before answering (a Barrier's wait)
 
 
 @dataclass
@@ -252,10 +249,7 @@ class FakeMessagesAPI(LocalServer):
                         },
                     )
                 reply = api.next_reply(recorded)
-                if getattr(reply, "delay", 0):
-                    time.sleep(reply.delay)
-                if getattr(reply, "gate", None):
-                    reply.gate()
+                wait_before_answering(reply)
                 if isinstance(reply, Reset):
                     linger = struct.pack("ii", 1, 0)  # close with RST, not FIN
                     self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)

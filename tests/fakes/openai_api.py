@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 
-from tests.fakes.server import NO_REPLY, LocalServer
+from tests.fakes.server import NO_REPLY, LocalServer, wait_before_answering
 
 
 @dataclass
@@ -31,9 +31,7 @@ class Completion:
     prompt_tokens: int = 120
     completion_tokens: int = 60
     delay: float = 0.0
-    # Called before answering: a threading.Barrier's wait holds replies until their
-    # requests are all in flight (what proves calls side by side without a clock).
-    gate: Callable[[], object] | None = None
+    gate: Callable[[], object] | None = None  # called before answering (a Barrier's wait)
     tool_calls: list[ToolCall] = field(default_factory=list)
     cached_tokens: int = 0
     arguments_chunks: int = 1  # a streamed call's arguments arrive in this many pieces
@@ -158,10 +156,7 @@ class FakeOpenAI(LocalServer):
                 if not self.path.endswith("/chat/completions"):
                     return self._json(404, {"error": {"message": self.path}})
                 reply = fake.reply_to(request)
-                if getattr(reply, "delay", 0):
-                    time.sleep(reply.delay)
-                if getattr(reply, "gate", None):
-                    reply.gate()
+                wait_before_answering(reply)
                 if isinstance(reply, Error):
                     return self._json(reply.status, {"error": {"message": reply.message}})
                 model = body.get("model", "gpt-test")

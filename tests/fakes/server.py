@@ -4,6 +4,7 @@ started and stopped as a context manager, recording every request it is sent."""
 from __future__ import annotations
 
 import threading
+import time
 from http.server import ThreadingHTTPServer
 
 # serve_forever notices shutdown() only at its next poll (every 0.5 s by default): a
@@ -11,6 +12,16 @@ from http.server import ThreadingHTTPServer
 POLL_SECONDS = 0.01
 # A 400's message when the script ran out or raised (LocalServer.script_next).
 NO_REPLY = "The fake server's script has no reply to this request."
+
+
+def wait_before_answering(reply) -> None:
+    """A scripted reply's `delay` (seconds), then its `gate`, called: a threading.Barrier's
+    wait holds replies until their requests are all in flight, which proves calls side
+    by side without a clock."""
+    if getattr(reply, "delay", 0):
+        time.sleep(reply.delay)
+    if getattr(reply, "gate", None):
+        reply.gate()
 
 
 def serving_thread(server) -> threading.Thread:
@@ -67,3 +78,6 @@ class LocalServer:
         except Exception as error:
             self.script_errors.append(f"request {len(self.requests)}: {error!r}")
             return None
+
+    def _handler_class(self):  # pragma: no cover - interface
+        raise NotImplementedError

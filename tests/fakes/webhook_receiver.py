@@ -39,9 +39,7 @@ class Delivered:
 class Answer:
     status: int = 200
     sleep: float = 0.0  # seconds to wait before answering
-    # Called before answering: a threading.Barrier's wait holds the answers until their
-    # deliveries are all in flight (what proves them side by side without a clock).
-    gate: Callable[[], object] | None = None
+    gate: Callable[[], object] | None = None  # called before answering (a Barrier's wait)
 
 
 def verify(secret: str, body: bytes, header: str) -> bool:

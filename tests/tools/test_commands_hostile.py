@@ -78,7 +78,7 @@ def loom_serves(host) -> None:
 
 def connect(address: str, port: int, family: str = "AF_INET") -> str:
     return (
-        f'python3 -c "import socket; s = socket.socket(socket.{family}); s.settimeout(3); '
+        f"python3 -c \"import socket; s = socket.socket(socket.{family}); s.settimeout(3); "
         f"s.connect(('{address}', {port})); print('CONNECTED')\""
     )
 
@@ -162,7 +162,7 @@ def test_proc_1_environ_holds_nothing_of_loom_s(host, ctx_for):
 
 
 def test_the_environment_holds_no_secret(host, ctx_for):
-    output = run(ctx_for, 'env; echo "key=[$LOOM_SECRET_KEY]"')
+    output = run(ctx_for, "env; echo \"key=[$LOOM_SECRET_KEY]\"")
     assert SECRET not in output and "key=[]" in output
     assert "LOOM_" not in output.replace("LOOM_SECRET_KEY", "")
     loom_serves(host)
@@ -292,7 +292,7 @@ def test_a_process_flood_hits_the_process_limit(host, ctx_for):
 
 
 def test_a_memory_hog(host, ctx_for):
-    output = run(ctx_for, 'python3 -c "x = bytearray(8 * 1024 ** 3)"')
+    output = run(ctx_for, "python3 -c \"x = bytearray(8 * 1024 ** 3)\"")
     assert "killed: memory limit (1,024 MB)" in output
     loom_serves(host)
 

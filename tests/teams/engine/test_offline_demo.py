@@ -151,15 +151,11 @@ def test_one_offline_run_of_the_demo_shows_every_mechanism(demo):
     assert Anchor.objects.filter(team=team, value=PM_ANSWER).exists()
     # A drift check before closing each work phase (check_drift is offered only there).
     checked = {step.turn.phase for step in tool_steps(team, CheckDrift).select_related("turn")}
-    assert (
-        checked
-        == {p for p in team.phases if work_phase(p)}
-        == {
-            "pre-code-review",
-            "implementation",
-            "code-review",
-        }
-    )
+    assert checked == {p for p in team.phases if work_phase(p)} == {
+        "pre-code-review",
+        "implementation",
+        "code-review",
+    }
     assert Consultation.objects.filter(team=team, status=Consultation.Status.DONE).exists()
     assert WorkspaceFile.objects.filter(team=team, agent__name="coder").exists()
 

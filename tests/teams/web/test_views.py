@@ -322,7 +322,7 @@ def test_pages_say_loom_and_have_an_icon(client, manager, team, agents):
     # Named after its role: once (the roster's chip, then its steering controls).
     # (its model, since issue 36, comes after it, never its role).
     model = r'(\s*<small class="agent-model"[^>]*>[^<]*</small>)?'
-    assert re.search(r'<span class="agent-name">coach</span>' + model + r"\s*<form", page)
+    assert re.search(r'<span class="agent-name">coach</span>' + model + r'\s*<form', page)
     assert '<span class="agent-name">coder</span>' in page and "<small>coder</small>" not in page
 
 
