@@ -2,8 +2,8 @@
 # `make test`'s two runs of the suite, side by side on the machine's cores: the whole
 # suite on SQLite (in the foreground) and, when PostgreSQL answers, the tests that use
 # the database again on PostgreSQL (with Redis when it answers; Schemathesis with its
-# fuzzed cases only, 5 an operation; at a lower priority), whose output is shown when
-# both have ended; then the slowest tests of both.
+# fuzzed cases only, 5 an operation), whose output is shown when both have ended; then
+# the slowest tests of both.
 # Each run spreads its tests over LOOM_TEST_WORKERS pytest-xdist workers (default 2;
 # 0 runs them in the pytest process itself), each with a test database of its own.
 # Usage: test_suite.sh PYTHON PG_URL REDIS_URL -- PYTEST-ARGS-OF-THE-POSTGRESQL-RUN...
@@ -36,13 +36,10 @@ if "$PY" scripts/services_up.py postgres "$PG_URL"; then
     else
         echo "== PostgreSQL answers (Redis does not): the database tests run against it too (output: $PG_LOG)"
     fi
-    # At a lower priority (nice 10): the SQLite run is the longer one, so it has the
-    # cores first, and this run takes what the SQLite run leaves while its tests wait
-    # (both then end about together: 6:43 against 7:24 wall, side by side on 2 cores).
     # shellcheck disable=SC2086 # SPREAD is words
     LOOM_TEST_OUTPUT=test-output/postgres LOOM_SCHEMATHESIS_EXAMPLES=5 LOOM_SCHEMATHESIS_COVERAGE=0 \
         LOOM_DATABASE_URL="$PG_URL" \
-        LOOM_TEST_REDIS_URL="$redis" nice -n 10 "$PY" -m pytest $SPREAD --database-tests-only \
+        LOOM_TEST_REDIS_URL="$redis" "$PY" -m pytest $SPREAD --database-tests-only \
         --junitxml="$PG_XML" "$@" >"$PG_LOG" 2>&1 &
     pg_pid=$!
 else
