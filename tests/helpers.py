@@ -142,8 +142,6 @@ def per_agent(scripts):
     name in the system prompt. An item may be a callable taking the request."""
 
     def reply(request):
-        if not scripts[request.agent]:
-            raise IndexError(f"{request.agent}'s script ran out")
         item = scripts[request.agent].pop(0)
         return item(request) if callable(item) else item
 

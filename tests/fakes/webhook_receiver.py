@@ -1,6 +1,6 @@
 """A webhook receiver on loopback, as a PM's server would be: it checks each
 delivery's X-Loom-Signature with the webhook's secret, records what it got, and
-answers as its script says (a status, or a sleep past the sender's timeout)."""
+answers as its script says (a status, or a delay past the sender's timeout)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 
-from tests.fakes.server import LocalServer
+from tests.fakes.server import LocalServer, wait_before_answering
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Delivered:
 @dataclass
 class Answer:
     status: int = 200
-    sleep: float = 0.0  # seconds to wait before answering
+    delay: float = 0.0  # seconds to wait before answering
     gate: Callable[[], object] | None = None  # called before answering (a Barrier's wait)
 
 
@@ -85,10 +85,7 @@ class WebhookReceiver(LocalServer):
                     time.monotonic(),
                 )
                 answer = hook.next_answer(request)
-                if answer.sleep:
-                    time.sleep(answer.sleep)
-                if answer.gate:
-                    answer.gate()
+                wait_before_answering(answer)
                 status = answer.status if request.signature_ok else 401
                 text = b"ok" if status < 300 else b"receiver says no"
                 try:

@@ -145,7 +145,7 @@ def test_a_receiver_failing_twice_gets_it_on_the_third_attempt_after_growing_wai
 
 def test_a_receiver_that_times_out_is_recorded_and_retried(team, agents, receiver, settings):
     settings.LOOM_WEBHOOK_TIMEOUT = 0.3
-    hook = receiver([Answer(200, sleep=3)])
+    hook = receiver([Answer(200, delay=3)])
     hooked(team, hook)
     pm_requests.pm_request_open(team=team, agent=agents["coach"], question="Scope?")
     t0 = timezone.now()
@@ -215,7 +215,7 @@ def test_deliveries_survive_a_restart(team, agents, receiver):
 @pytest.mark.django_db(transaction=True)
 def test_two_senders_at_once_send_each_delivery_once(receiver):
     team = make_team("alpha")
-    hook = receiver([Answer(200, sleep=0.05) for _ in range(5)])
+    hook = receiver([Answer(200, delay=0.05) for _ in range(5)])
     hooked(team, hook)
     for n in range(5):
         webhooks.webhooks_notify(team=team, event="team.failed", payload={"n": n})
