@@ -23,8 +23,7 @@ elif _default["ENGINE"].endswith("postgresql"):
 
 # Passwords hashed with one PBKDF2 round: Django's default hashing (about a third of a
 # second a password) made every user a fixture creates cost more than most tests. The
-# hashes stay "pbkdf2_sha256$1$...", which the site in a child process (on the
-# project's own settings, tests/live_site.py) verifies as any Django does, so a
-# browser test still logs in with a fixture's password; a hash made with more rounds
-# (loom_demo's admin, made in a child) still verifies here.
+# hashes stay "pbkdf2_sha256$1$...", which any Django verifies; a site or command a
+# test starts in a child process hashes so too (tests/fakes/site_settings.py), and a
+# hash made with more rounds still verifies here.
 PASSWORD_HASHERS = ["loomsite.test_hashers.OneRoundPBKDF2PasswordHasher"]

@@ -4,7 +4,9 @@ operator runs them. Tests that use it need `transactional_db`: the child reads w
 the test committed.
 
 The child gets a clean environment (none of this process's ANTHROPIC_* or LOOM_*
-variables) plus the test database's URL and what the caller adds."""
+variables) plus the test database's URL and what the caller adds, and runs on the
+project's settings with the suite's one-round password hasher
+(tests/fakes/site_settings.py)."""
 
 from __future__ import annotations
 
@@ -52,7 +54,8 @@ def child_env(**extra_env) -> dict:
         # stream into the speaking box, short enough that a demo run takes seconds.
         LOOM_OFFLINE_DELAY="0.1",
         LOOM_SECRET_KEY="live-site-test-secret-key",
-        DJANGO_SETTINGS_MODULE="loomsite.settings",
+        # The project's settings but for the password hasher (tests/fakes/site_settings.py).
+        DJANGO_SETTINGS_MODULE="tests.fakes.site_settings",
     )
     env.update(extra_env)
     return env

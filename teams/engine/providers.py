@@ -164,10 +164,6 @@ def http_client(endpoint: Endpoint, default_class):
 
 
 def _anthropic(endpoint: Endpoint) -> Provider:
-    # Imported on the first call, not with this module: a process that never calls
-    # Claude (the offline model, a management command) is spared a second of CPU.
-    import anthropic
-
     if not endpoint.key() and endpoint.key_env == "ANTHROPIC_API_KEY":
         raise ModelError(
             "ANTHROPIC_API_KEY is not set, and Claude models need it: set it, or give the "
@@ -175,6 +171,11 @@ def _anthropic(endpoint: Endpoint) -> Provider:
         )
     if endpoint.problem():
         raise ModelError(f"No call is made: {endpoint.problem()}")
+    # Imported for the first client, not with this module nor to say a model cannot
+    # run (serve's check at start): a process that never calls Claude (the offline
+    # model, a management command) is spared over a second of CPU.
+    import anthropic
+
     client = _client(
         "anthropic",
         endpoint,
@@ -191,12 +192,12 @@ def _anthropic(endpoint: Endpoint) -> Provider:
 
 
 def _openai(endpoint: Endpoint) -> Provider:
-    import openai  # on the first call, as anthropic is (see _anthropic)
+    if endpoint.problem():
+        raise ModelError(f"No call is made: {endpoint.problem()}")
+    import openai  # for the first client, as anthropic is (see _anthropic)
 
     from teams.engine.openai_chat import OpenAIChatProvider
 
-    if endpoint.problem():
-        raise ModelError(f"No call is made: {endpoint.problem()}")
     client = _client(
         "openai",
         endpoint,

@@ -1,7 +1,7 @@
 """The site's settings, with a channel layer that drops the live events whose text
 contains "lost in transit" (tests.fakes.faulty_layer)."""
 
-from loomsite.settings import *  # noqa: F403 - the site as it is, but for the layer
+from tests.fakes.site_settings import *  # noqa: F403 - a test's site, but for the layer
 
 CHANNEL_LAYERS = {
     "default": {
