@@ -148,10 +148,13 @@ def guarded(endpoint: Endpoint) -> bool:
 def http_client(endpoint: Endpoint, default_class):
     """The HTTP client an endpoint's SDK client sends with: the outbound guard's for a
     guarded endpoint (checked first, so a refused URL says why before any request),
-    else the SDK's own, traced (each HTTP attempt, the SDK's retries, is a span of
-    the call's)."""
+    else the SDK's own kind, traced when tracing is on (each HTTP attempt, the SDK's
+    retries, is a span of the call's); all with the process's one TLS context."""
     if not guarded(endpoint):
-        return telemetry.http_client(default_class)
+        shared_tls = outbound.tls_context(trust_env=True)  # as the SDK's own client's
+        return telemetry.http_client(default_class, verify=shared_tls) or default_class(
+            verify=shared_tls
+        )
     try:
         outbound.check_url(endpoint.base_url)
     except outbound.Refused as exc:

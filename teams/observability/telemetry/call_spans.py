@@ -189,10 +189,11 @@ def _error_type(exc: BaseException) -> str:
     return type(cause).__name__
 
 
-def http_client(factory):
+def http_client(factory, verify=True):
     """An httpx client for a model SDK whose every attempt (retries included) is a
     `POST` span under the model call's; None when tracing is off (the SDK's default).
-    `factory(transport=...)` makes the client (anthropic.DefaultHttpxClient)."""
+    `factory(transport=...)` makes the client (anthropic.DefaultHttpxClient); `verify`
+    is its transport's TLS verification (an ssl.SSLContext to share one)."""
     if not enabled():
         return None
     import httpx2 as httpx
@@ -226,7 +227,7 @@ def http_client(factory):
                     _error(span, str(response.status_code))
                 return response
 
-    return factory(transport=Traced())
+    return factory(transport=Traced(verify=verify))
 
 
 class ToolRecorder:
