@@ -18,8 +18,8 @@ REDIS_URL ?= redis://127.0.0.1:6379/0
 # every file tool, every URL class against the outbound guard: what they check is a
 # path or an address; who may call which operation: every operation against every kind of
 # caller, with the teams tables compared before and after each refusal) and the eval
-# command's whole demo suites (the eval engine's own tests run there). Schemathesis's
-# coverage cases run there, not on SQLite (scripts/test_suite.sh).
+# command's whole demo suites (the eval engine's own tests run there). Schemathesis sends
+# its fuzzed cases only (scripts/test_suite.sh).
 # LOOM_TEST_WORKERS (default 2) sets each run's xdist workers.
 PAGE_TESTS = test_approval_pages test_charts test_time_travel_views test_views test_workspace_views \
 	test_eval_pages

@@ -1,12 +1,9 @@
 #!/bin/sh
 # `make test`'s two runs of the suite, side by side on the machine's cores: the whole
 # suite on SQLite (in the foreground) and, when PostgreSQL answers, the tests that use
-# the database again on PostgreSQL (with Redis when it answers), whose output is shown
-# when both have ended; then the slowest tests of both.
-# Schemathesis's coverage cases (boundary and wrong-typed values: half its requests)
-# run once, on PostgreSQL when that run happens (it ends first; they were the SQLite
-# run's longest item), else on SQLite; its fuzzed cases run on both (SQLite 10 an
-# operation, PostgreSQL 5).
+# the database again on PostgreSQL (with Redis when it answers; Schemathesis with its
+# fuzzed cases only, 5 an operation), whose output is shown when both have ended; then
+# the slowest tests of both.
 # Each run spreads its tests over LOOM_TEST_WORKERS pytest-xdist workers (default 2;
 # 0 runs them in the pytest process itself), each with a test database of its own.
 # Usage: test_suite.sh PYTHON PG_URL REDIS_URL -- PYTEST-ARGS-OF-THE-POSTGRESQL-RUN...
@@ -40,12 +37,11 @@ if "$PY" scripts/services_up.py postgres "$PG_URL"; then
         echo "== PostgreSQL answers (Redis does not): the database tests run against it too (output: $PG_LOG)"
     fi
     # shellcheck disable=SC2086 # SPREAD is words
-    LOOM_TEST_OUTPUT=test-output/postgres LOOM_SCHEMATHESIS_EXAMPLES=5 LOOM_SCHEMATHESIS_COVERAGE=1 \
+    LOOM_TEST_OUTPUT=test-output/postgres LOOM_SCHEMATHESIS_EXAMPLES=5 LOOM_SCHEMATHESIS_COVERAGE=0 \
         LOOM_DATABASE_URL="$PG_URL" \
         LOOM_TEST_REDIS_URL="$redis" "$PY" -m pytest $SPREAD --database-tests-only \
         --junitxml="$PG_XML" "$@" >"$PG_LOG" 2>&1 &
     pg_pid=$!
-    export LOOM_SCHEMATHESIS_COVERAGE=0  # the PostgreSQL run sends them
 else
     echo "== NOTICE: no PostgreSQL at $PG_URL: the PostgreSQL run is skipped"
 fi
