@@ -326,7 +326,8 @@ def stop_at_approval(team, messages_api, after=()):
     return api
 
 
-# The fake MCP server over stdio (tests.fakes.mcp_servers has its tools), as a command.
+# The fake MCP server over stdio (tests/fakes/mcp_stdio.py: a light script whose tools
+# mirror the SDK's fake in tests.fakes.mcp_servers), as a command.
 FAKE_MCP_COMMAND = [
     sys.executable,
     str(Path(__file__).resolve().parent / "fakes" / "mcp_stdio.py"),

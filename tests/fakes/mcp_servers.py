@@ -1,20 +1,20 @@
-"""Fake MCP servers for the tests, written with the official SDK's MCPServer: the same
-tools over stdio (`python -m tests.fakes.mcp_stdio`) and over streamable HTTP
-(`McpHttpServer`, on a loopback port in a thread).
+"""The fake MCP server over streamable HTTP for the tests, written with the official
+SDK's MCPServer (`McpHttpServer`, on a loopback port in a thread). Over stdio the tests
+run tests/fakes/mcp_stdio.py instead: a light, standard-library-only program with the
+same tools and answers (the SDK's server costs about a second of CPU per start, and
+the tests start the stdio fake many times); `build()` here is what it mirrors, and
+tests/teams/engine/test_mcp_fakes_agree.py checks that the two agree.
 
 Tools with normal results: echo, add, image (a PNG), env (the values of the variables
 named, to prove which ones the server got). Misbehaviours, by tool name: crash (the
-process exits mid-call), hang (sleeps past any timeout), huge (a 5 MB text), invalid
-schema (`broken` is listed with an input schema that is no JSON schema), and
-grow (adds a tool `grown` and says the tool list changed).
-
-FAKE_MCP_MODE=garbage makes the stdio server print non-protocol lines and never answer."""
+call fails; over stdio the process exits mid-call), hang (sleeps past any timeout),
+huge (a 5 MB text), invalid schema (`broken` is listed with an input schema that is no
+JSON schema), and grow (adds a tool `grown` and says the tool list changed)."""
 
 from __future__ import annotations
 
 import os
 import socket
-import sys
 import threading
 import time
 from typing import Any
@@ -23,12 +23,7 @@ from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import Tool as MCPTool
 
-HUGE_CHARS = 5 * 1024 * 1024
-# A 1x1 PNG, and its size as the client should report it.
-PNG = bytes.fromhex(
-    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
-)
+from tests.fakes.mcp_stdio import HUGE_CHARS, PNG  # one copy for both fakes
 
 
 class FakeServer(MCPServer):
@@ -118,15 +113,6 @@ def build(*, crash_exits_process: bool = True) -> FakeServer:
     return server
 
 
-def run_stdio() -> None:
-    if os.environ.get("FAKE_MCP_MODE") == "garbage":
-        for _ in range(5):
-            print("this is not JSON-RPC", flush=True)
-        sys.stdin.read()
-        return
-    build().run()
-
-
 # --- streamable HTTP --------------------------------------------------------------
 
 
@@ -192,7 +178,3 @@ class McpHttpServer(ServedInThread):
             lifespan=lambda app: self.mcp.session_manager.run(),
         )
         self.serve(app)
-
-
-if __name__ == "__main__":
-    run_stdio()

@@ -1,5 +1,6 @@
-"""Loom as an MCP client, against the real SDK's servers (tests.fakes.mcp_servers)
-over stdio and streamable HTTP: listing, calling, and every way a server can fail."""
+"""Loom as an MCP client, against the fake servers over stdio (tests/fakes/mcp_stdio.py,
+light) and streamable HTTP (the SDK's, tests.fakes.mcp_servers): listing, calling, and
+every way a server can fail."""
 
 import time
 

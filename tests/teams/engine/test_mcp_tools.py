@@ -1,8 +1,8 @@
 """MCP tools in the agent loop: offered as `<server>__<tool>` with the server's schema
 to the right roles and phases, asked for under `ask`, run once, and a server that
-misbehaves gives a clear "Error: ..." result while the turn ends normally. Real SDK
-servers (tests/fakes/mcp_servers.py) through the real anthropic client and the fake
-Messages API."""
+misbehaves gives a clear "Error: ..." result while the turn ends normally. The fake
+MCP servers (tests/fakes/mcp_stdio.py over stdio, the SDK's in tests/fakes/mcp_servers.py
+over HTTP) through the real anthropic client and the fake Messages API."""
 
 import pytest
 
