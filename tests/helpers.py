@@ -1,6 +1,7 @@
 """What tests share besides fixtures: teams, users, live sockets and driving a
 conversation."""
 
+import contextlib
 import json
 import os
 import re
@@ -354,3 +355,24 @@ def worker_redis_url() -> str | None:
     parts = urlsplit(url)
     database = int(parts.path.strip("/") or 0)
     return urlunsplit(parts._replace(path=f"/{(database + worker) % 16}"))
+
+
+@contextlib.contextmanager
+def rows_for_the_module(django_db_blocker, data_dir, **settings):
+    """What a module-scoped fixture makes once for the module's tests (a whole demo run
+    is seconds of CPU): made in a transaction rolled back when the fixture ends, each
+    test's own work in a savepoint inside it (as Django's TestCase.setUpTestData does),
+    under the suite's per-test settings (tests/conftest.py) given for the module, plus
+    `settings`. Yields a MonkeyPatch undone at the end."""
+    import pytest
+    from django.db import transaction
+    from django.test import override_settings
+
+    with (
+        django_db_blocker.unblock(),
+        override_settings(LOOM_OFFLINE_DELAY=0, DATA_DIR=data_dir, **settings),
+        pytest.MonkeyPatch.context() as monkeypatch,
+        transaction.atomic(),
+    ):
+        yield monkeypatch
+        transaction.set_rollback(True)

@@ -8,8 +8,6 @@ import re
 
 import pytest
 from django.core.management import call_command
-from django.db import transaction
-from django.test import override_settings
 
 from teams import services
 from teams.conversation import pm_requests
@@ -29,7 +27,7 @@ from teams.models import (
     WorkspaceFile,
 )
 from teams.run import team_actions
-from tests.helpers import FOUR_AGENTS, drain
+from tests.helpers import FOUR_AGENTS, drain, rows_for_the_module
 from tools.context import ContextOffload, ContextRetrieve
 from tools.mesh import CheckDrift
 from tools.questions import PeerAnswerQuestion, PeerAskQuestion, PeerForwardQuestion
@@ -63,22 +61,14 @@ def said_in(step) -> str:
 
 @pytest.fixture(scope="module")
 def demo_run(django_db_setup, django_db_blocker, tmp_path_factory):
-    """One whole run of the demo (seconds of CPU) for the tests of this module that read
-    it: made in a transaction rolled back after the module's last test, each test's own
-    work in a savepoint inside it (as Django's TestCase.setUpTestData does). The suite's
-    per-test settings (tests/conftest.py) are given here for the module."""
-    with (
-        django_db_blocker.unblock(),
-        override_settings(LOOM_OFFLINE_DELAY=0, DATA_DIR=tmp_path_factory.mktemp("demo-data")),
-        pytest.MonkeyPatch.context() as monkeypatch,
-        transaction.atomic(),
-    ):
+    """One whole run of the demo for the tests of this module that read it."""
+    data_dir = tmp_path_factory.mktemp("demo-data")
+    with rows_for_the_module(django_db_blocker, data_dir) as monkeypatch:
         monkeypatch.setenv("LOOM_ADMIN_PASSWORD", "correct horse battery")
         call_command("loom_demo")
         team = Team.objects.get(slug=DEMO_SLUG)
         team_actions.team_start(team=team)
         yield run_to_the_end(team).pk
-        transaction.set_rollback(True)
 
 
 @pytest.fixture
@@ -151,11 +141,15 @@ def test_one_offline_run_of_the_demo_shows_every_mechanism(demo):
     assert Anchor.objects.filter(team=team, value=PM_ANSWER).exists()
     # A drift check before closing each work phase (check_drift is offered only there).
     checked = {step.turn.phase for step in tool_steps(team, CheckDrift).select_related("turn")}
-    assert checked == {p for p in team.phases if work_phase(p)} == {
-        "pre-code-review",
-        "implementation",
-        "code-review",
-    }
+    assert (
+        checked
+        == {p for p in team.phases if work_phase(p)}
+        == {
+            "pre-code-review",
+            "implementation",
+            "code-review",
+        }
+    )
     assert Consultation.objects.filter(team=team, status=Consultation.Status.DONE).exists()
     assert WorkspaceFile.objects.filter(team=team, agent__name="coder").exists()
 

@@ -7,8 +7,6 @@ import re
 import anthropic
 import pytest
 from django.core.management import call_command
-from django.db import transaction
-from django.test import override_settings
 
 from teams.conversation import pm_requests
 from teams.engine import providers, replay
@@ -18,7 +16,7 @@ from teams.management.commands.loom_demo import DEMO_SLUG
 from teams.models import Keeper, Message, PMRequest, Replay, Team, Turn, TurnStep
 from teams.run import team_actions
 from tests.fakes.messages_api import FakeMessagesAPI, Reply, text, tool
-from tests.helpers import drain, per_agent
+from tests.helpers import drain, per_agent, rows_for_the_module
 
 
 def offline_behind_the_api(request):
@@ -53,21 +51,14 @@ def run_to_the_end(team, limit=400):
 def recorded_run(django_db_setup, django_db_blocker, tmp_path_factory):
     """The demo team run to its end, every model call (its agents' loom-offline) going
     through the real anthropic client to the fake Messages API, which answers as the
-    offline model would: every reply recorded. One run (seconds of CPU) for the tests
-    of this module that replay it: made in a transaction rolled back after the
-    module's last test, each test's own work in a savepoint inside it (as Django's
-    TestCase.setUpTestData does; tests/teams/engine/test_offline_demo.py's demo_run)."""
+    offline model would: every reply recorded. One run for the tests of this module
+    that replay it."""
+    data_dir = tmp_path_factory.mktemp("replay-data")
     with (
-        django_db_blocker.unblock(),
         FakeMessagesAPI(offline_behind_the_api) as api,
-        override_settings(
-            LOOM_OFFLINE_DELAY=0,
-            DATA_DIR=tmp_path_factory.mktemp("replay-data"),
-            ANTHROPIC_API_KEY="sk-test-key",
-            ANTHROPIC_BASE_URL=api.url,
-        ),
-        pytest.MonkeyPatch.context() as monkeypatch,
-        transaction.atomic(),
+        rows_for_the_module(
+            django_db_blocker, data_dir, ANTHROPIC_API_KEY="sk-test-key", ANTHROPIC_BASE_URL=api.url
+        ) as monkeypatch,
     ):
         monkeypatch.setenv("LOOM_ADMIN_PASSWORD", "correct horse battery")
         client = anthropic.Anthropic(api_key="sk-test-key", base_url=api.url, max_retries=0)
@@ -81,7 +72,6 @@ def recorded_run(django_db_setup, django_db_blocker, tmp_path_factory):
         team = run_to_the_end(team)
         assert team.status == Team.Status.DONE, team.status
         yield team.pk, api
-        transaction.set_rollback(True)
 
 
 @pytest.fixture
